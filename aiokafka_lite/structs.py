@@ -1,0 +1,110 @@
+"""Plain data types shared by the producer, consumer, admin client and cluster metadata.
+
+Same names, fields and field order as aiokafka's, so code written against aiokafka keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from aiokafka_lite.errors import KafkaError
+
+__all__ = [
+    "BrokerMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "PartitionMetadata",
+    "RecordMetadata",
+    "TopicPartition",
+]
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic: the unit of ordering, assignment and offsets."""
+
+    topic: str
+    partition: int
+
+
+class BrokerMetadata(NamedTuple):
+    """A broker as listed in a metadata response."""
+
+    nodeId: int | str  # aiokafka spelling
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class PartitionMetadata(NamedTuple):
+    """The state of one partition as reported by a metadata response.
+
+    ``error`` is the partition-level error (an exception instance) or None.
+    """
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: Sequence[int]
+    isr: Sequence[int]
+    error: KafkaError | None = None
+    leader_epoch: int = -1
+    offline_replicas: Sequence[int] = ()
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next record to read) and a free-form metadata string."""
+
+    offset: int
+    metadata: str
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """An offset found by timestamp lookup, with the timestamp of that record."""
+
+    offset: int
+    timestamp: int | None
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record was written, returned once the broker acknowledged it.
+
+    ``timestamp_type`` is 0 (CreateTime: the producer's timestamp was kept) or 1 (LogAppendTime:
+    the broker's). ``offset`` is -1 for ``acks=0``, whose records are never acknowledged.
+    """
+
+    topic: str
+    partition: int
+    topic_partition: TopicPartition
+    offset: int
+    timestamp: int | None
+    timestamp_type: int
+    log_start_offset: int | None
+
+
+KT = TypeVar("KT")
+VT = TypeVar("VT")
+
+
+@dataclass(slots=True)
+class ConsumerRecord(Generic[KT, VT]):
+    """A record read by the consumer (key and value after deserialization).
+
+    ``serialized_key_size``/``serialized_value_size`` are the uncompressed byte sizes (-1 for a
+    null key or value); ``checksum`` is only set for legacy (v0/v1) messages.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: KT | None
+    value: VT | None
+    checksum: int | None
+    serialized_key_size: int
+    serialized_value_size: int
+    headers: Sequence[tuple[str, bytes]]
