@@ -1,0 +1,97 @@
+"""Message classes for every supported Kafka API, built from :mod:`._schemas` at import time.
+
+Naming:
+
+* requests/responses: ``MetadataRequest``, ``MetadataResponse``, ...;
+* nested structs are attributes of the message that holds them, e.g.
+  ``MetadataRequest.MetadataRequestTopic`` or ``FetchRequest.FetchTopic``; names that are
+  unique across all messages are also exported at module level (``MetadataRequestTopic``);
+* standalone data: ``ConsumerProtocolSubscription``, ``ConsumerProtocolAssignment``.
+
+Fields are snake_case of the Kafka names. Each request class carries ``API_KEY``,
+``MIN_VERSION``/``MAX_VERSION`` (the range this client will speak, a sub-range of
+``SPEC_MIN_VERSION``/``SPEC_MAX_VERSION``, the range the codec can encode) and ``RESPONSE``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _schemas
+from .schema import ApiSpec, DataSpec, Struct, build_class
+
+__all__ = ["REQUESTS_BY_KEY", "DATA_VERSIONS", "Struct"]
+
+#: Client-side version floors/caps where the client needs more than the codec offers.
+#: Produce/Fetch from v3/v4: record batch v2 (headers, idempotence) needs them. Fetch stops at
+#: v12: v13+ address topics by id only, which the consumer does not track.
+_CLIENT_RANGE: dict[str, tuple[int | None, int | None]] = {
+    "Produce": (3, None),
+    "Fetch": (4, 12),
+    "InitProducerId": (None, None),
+}
+
+#: api_key -> request class
+REQUESTS_BY_KEY: dict[int, type[Struct]] = {}
+#: data class name -> (min version, max version)
+DATA_VERSIONS: dict[str, tuple[int, int]] = {}
+
+_registry: dict[str, type[Struct]] = {}
+_counts: dict[str, int] = {}
+_exports: dict[str, Any] = {}
+
+
+def _collect_names(cls: type[Struct]) -> None:
+    for name, value in vars(cls).items():
+        if isinstance(value, type) and issubclass(value, Struct) and name == value.__name__:
+            _counts[name] = _counts.get(name, 0) + 1
+            _exports.setdefault(name, value)
+            _collect_names(value)
+
+
+def _build_api(spec: ApiSpec) -> None:
+    req = build_class(spec.request, spec.flexible, _registry)
+    resp = build_class(spec.response, spec.flexible, _registry)
+    lo, hi = spec.valid
+    if spec.unstable_latest:
+        hi -= 1
+    cmin, cmax = _CLIENT_RANGE.get(spec.name, (None, None))
+    req.API_KEY = resp.API_KEY = spec.api_key  # type: ignore[attr-defined]
+    req.API_NAME = resp.API_NAME = spec.name  # type: ignore[attr-defined]
+    req.SPEC_MIN_VERSION = spec.valid[0]  # type: ignore[attr-defined]
+    req.SPEC_MAX_VERSION = spec.valid[1]  # type: ignore[attr-defined]
+    req.MIN_VERSION = max(lo, cmin) if cmin is not None else lo  # type: ignore[attr-defined]
+    req.MAX_VERSION = min(hi, cmax) if cmax is not None else hi  # type: ignore[attr-defined]
+    req.RESPONSE = resp  # type: ignore[attr-defined]
+    resp.REQUEST = req  # type: ignore[attr-defined]
+    REQUESTS_BY_KEY[spec.api_key] = req
+    _exports[spec.request.name] = req
+    _exports[spec.response.name] = resp
+    _collect_names(req)
+    _collect_names(resp)
+
+
+def _build_data(spec: DataSpec) -> None:
+    cls = build_class(spec.struct, spec.flexible, _registry)
+    cls.MIN_VERSION, cls.MAX_VERSION = spec.valid  # type: ignore[attr-defined]
+    DATA_VERSIONS[spec.name] = spec.valid
+    _exports[spec.name] = cls
+    _collect_names(cls)
+
+
+for _spec in _schemas.APIS:
+    _build_api(_spec)
+for _dspec in _schemas.DATA:
+    _build_data(_dspec)
+
+# Export top-level messages and nested struct names that are unambiguous.
+for _name, _cls in _exports.items():
+    if _counts.get(_name, 0) <= 1 or _name.endswith(("Request", "Response")) or _name in DATA_VERSIONS:
+        globals()[_name] = _cls
+        __all__.append(_name)
+
+del _name, _cls, _spec, _dspec
+
+
+def __getattr__(name: str) -> Any:  # pragma: no cover - only for type checkers' benefit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
