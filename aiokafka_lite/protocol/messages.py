@@ -41,12 +41,15 @@ _counts: dict[str, int] = {}
 _exports: dict[str, Any] = {}
 
 
-def _collect_names(cls: type[Struct]) -> None:
-    for name, value in vars(cls).items():
+def _collect_names(cls: type[Struct], top: type[Struct] | None = None) -> None:
+    """Count nested struct names and make every descendant an attribute of the message."""
+    for name, value in list(vars(cls).items()):
         if isinstance(value, type) and issubclass(value, Struct) and name == value.__name__:
             _counts[name] = _counts.get(name, 0) + 1
             _exports.setdefault(name, value)
-            _collect_names(value)
+            if top is not None and not hasattr(top, name):
+                setattr(top, name, value)
+            _collect_names(value, top or cls)
 
 
 def _build_api(spec: ApiSpec) -> None:
