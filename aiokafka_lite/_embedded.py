@@ -21,10 +21,11 @@ Behaviour observed on this machine (Linux x86-64):
 
 * Both are ready within a few milliseconds of being launched and exit within ~15 ms of SIGTERM
   with status 0; SIGTERM is enough, SIGKILL is only a fallback.
-* Tansu prints ANSI-coloured log lines unless NO_COLOR is set (it is, here). When its port is taken it logs a panic (``AddrInUse``)
-  and exits with status **0**, so a zero exit status does not mean a clean run; because the port
-  belongs to someone else, a probe could even be answered by the other process. ``start()``
-  therefore checks the process is still alive after the probe succeeds.
+* Tansu prints ANSI-coloured log lines unless NO_COLOR is set (it is, here). When its port is
+  taken it logs a panic (``AddrInUse``) and exits with status **0**, so a zero exit status does
+  not mean a clean run; and since the port belongs to someone else, a probe could even be
+  answered by the other process. ``start()`` therefore checks the process is still alive after
+  the probe succeeds.
 * noida-db always prints a harmless ``GLIBC_2.39 not found`` warning on stderr. When its port is
   taken it exits with status 1 and says so. It has no ``--help``; ``noida-db help`` prints usage.
 * A free port is picked by binding port 0 and closing the socket, which leaves a small race
