@@ -1,0 +1,331 @@
+"""RecordBatch v2 builder: the producer's hot path.
+
+Batch layout (all integers big-endian)::
+
+    offset  field                 type
+    0       baseOffset            int64   (0: the broker assigns offsets)
+    8       batchLength           int32   (bytes after this field)
+    12      partitionLeaderEpoch  int32   (-1 from producers)
+    16      magic                 int8    (2)
+    17      crc                   uint32  CRC-32C of bytes 21..end
+    21      attributes            int16   codec | tsType<<3 | txn<<4 | control<<5
+    23      lastOffsetDelta       int32
+    27      baseTimestamp         int64
+    35      maxTimestamp          int64
+    43      producerId            int64
+    51      producerEpoch         int16
+    53      baseSequence          int32
+    57      recordCount           int32
+    61      records...            (compressed as a whole when a codec is set)
+
+Each record: varint length, int8 attributes (0), varlong timestampDelta,
+varint offsetDelta, varint keyLength (-1 = null) + key, varint valueLength +
+value, varint headerCount, then per header varint keyLength + utf-8 key,
+varint valueLength (-1 = null) + value.
+
+Records are encoded straight into one ``bytearray`` with precomputed varint
+bytes; ``build()`` fills the header in place and returns that same buffer
+(or a new one holding the compressed records section).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Sequence
+
+from crc32c import crc32c
+
+from aiokafka_lite.errors import IllegalStateError
+from aiokafka_lite.records._varint import SMALL, SMALL_LIMIT, encode_uvarint, encode_varint
+from aiokafka_lite.records.compression import CODEC_NAMES, CODEC_NONE, compress
+
+__all__ = [
+    "RecordBatchBuilder",
+    "restamp",
+    "HEADER_SIZE",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "ATTR_CONTROL",
+]
+
+HEADER_SIZE = 61
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PRODUCER_STATE = struct.Struct(">qhi")
+_CRC = struct.Struct(">I")
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_PRODUCER_OFFSET = 43
+
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+#: Worst-case framing of one record besides key/value/header bytes:
+#: length(5) + attributes(1) + timestampDelta(10) + offsetDelta(5) + keyLen(5) + valueLen(5) + headerCount(5)
+_RECORD_OVERHEAD_MAX = 36
+
+HeaderList = Sequence[tuple[str, "bytes | bytearray | memoryview | None"]]
+
+_time_ns = time.time_ns
+
+
+def _encode_headers(headers: HeaderList) -> bytes:
+    """Encode the header count and headers of one record."""
+    parts = [encode_varint(len(headers))]
+    for hkey, hval in headers:
+        kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
+        parts.append(encode_varint(len(kb)))
+        parts.append(kb)
+        if hval is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(encode_varint(len(hval)))
+            parts.append(bytes(hval))
+    return b"".join(parts)
+
+
+def _headers_size(headers: HeaderList) -> int:
+    size = 5
+    for hkey, hval in headers:
+        klen = len(hkey.encode()) if isinstance(hkey, str) else len(hkey)
+        size += 5 + klen + 5 + (0 if hval is None else len(hval))
+    return size
+
+
+class RecordBatchBuilder:
+    """Accumulate records into one RecordBatch v2.
+
+    ``append`` returns the record's offset delta, or ``None`` when the record
+    would push the batch past ``batch_size`` (the first record always fits,
+    whatever its size).  ``build()`` finishes the batch and returns it as one
+    ``bytearray``; the builder accepts no records afterwards.
+
+    ``batch_size`` limits the *uncompressed* size, so a compressed batch
+    never exceeds it either.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_count",
+        "_base_ts",
+        "_max_ts",
+        "_last_ts",
+        "_limit",
+        "_codec",
+        "_attributes",
+        "_producer_id",
+        "_producer_epoch",
+        "_base_sequence",
+        "_built",
+        "_level",
+    )
+
+    def __init__(
+        self,
+        compression_type: int = 0,
+        *,
+        batch_size: int = 16384,
+        is_transactional: bool = False,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        timestamp_type: int = 0,
+        is_control: bool = False,
+        compression_level: int | None = None,
+    ) -> None:
+        if compression_type not in CODEC_NAMES:
+            from aiokafka_lite.errors import UnsupportedCodecError
+
+            raise UnsupportedCodecError(f"unknown compression codec id {compression_type}")
+        self._codec = compression_type
+        self._level = compression_level
+        attributes = compression_type
+        if timestamp_type:
+            attributes |= ATTR_TIMESTAMP_TYPE
+        if is_transactional:
+            attributes |= ATTR_TRANSACTIONAL
+        if is_control:
+            attributes |= ATTR_CONTROL
+        self._attributes = attributes
+        self._buf = bytearray(HEADER_SIZE)
+        self._count = 0
+        self._base_ts = 0
+        self._max_ts = -1
+        self._last_ts = -1
+        self._limit = batch_size
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._built = False
+
+    # -- hot path -------------------------------------------------------
+    def append(
+        self,
+        timestamp_ms: int | None,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: HeaderList = (),
+    ) -> int | None:
+        """Append one record; return its offset delta, or None if it does not fit.
+
+        ``timestamp_ms=None`` stamps the current wall-clock time (read it back
+        with :attr:`last_timestamp`).  Header keys are ``str`` (UTF-8 encoded),
+        header values ``bytes`` or None.
+        """
+        count = self._count
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1000000
+        if count:
+            delta = timestamp_ms - self._base_ts
+            if timestamp_ms > self._max_ts:
+                self._max_ts = timestamp_ms
+            u = (delta << 1) ^ (delta >> 63)
+            tsb = SMALL[u] if 0 <= u < SMALL_LIMIT else encode_varint(delta)
+            odb = SMALL[count << 1] if count < 8192 else encode_uvarint(count << 1)
+        else:
+            self._base_ts = self._max_ts = timestamp_ms
+            tsb = odb = b"\x00"
+        if key is None:
+            kb = b"\x01"
+            key = b""
+        else:
+            n = len(key)
+            kb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+        if value is None:
+            vb = b"\x01"
+            value = b""
+        else:
+            n = len(value)
+            vb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+        rec = b"".join(
+            (
+                b"\x00",
+                tsb,
+                odb,
+                kb,
+                key,
+                vb,
+                value,
+                _encode_headers(headers) if headers else b"\x00",
+            )
+        )
+        n = len(rec)
+        lb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+        buf = self._buf
+        if count and len(buf) + len(lb) + n > self._limit:
+            return None
+        if self._built:
+            raise IllegalStateError("RecordBatchBuilder.append() after build()")
+        buf += lb
+        buf += rec
+        self._count = count + 1
+        self._last_ts = timestamp_ms
+        return count
+
+    # -- accounting -----------------------------------------------------
+    @property
+    def record_count(self) -> int:
+        """Number of records appended so far."""
+        return self._count
+
+    @property
+    def last_timestamp(self) -> int:
+        """Timestamp of the most recently appended record (-1 before the first)."""
+        return self._last_ts
+
+    @property
+    def compression_type(self) -> int:
+        """The codec id of this batch."""
+        return self._codec
+
+    def size_in_bytes(self) -> int:
+        """Current uncompressed size of the batch including its 61-byte header."""
+        return len(self._buf)
+
+    def is_full(self) -> bool:
+        """True once the batch has reached ``batch_size`` (uncompressed)."""
+        return len(self._buf) >= self._limit
+
+    @staticmethod
+    def estimate_size_in_bytes(
+        key_len: int | None, value_len: int | None, headers: HeaderList = ()
+    ) -> int:
+        """Upper bound of the size of a batch holding just this one record.
+
+        Use it for memory accounting and for the max-request-size check
+        before a record is appended.  ``None`` lengths mean a null field.
+        """
+        return (
+            HEADER_SIZE
+            + _RECORD_OVERHEAD_MAX
+            + (key_len or 0)
+            + (value_len or 0)
+            + (_headers_size(headers) if headers else 0)
+        )
+
+    # -- producer state ---------------------------------------------------
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Set the idempotence/transaction fields written by ``build()``."""
+        if self._built:
+            raise IllegalStateError("set_producer_state() after build(): use restamp()")
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+
+    @property
+    def producer_id(self) -> int:
+        """Producer id that ``build()`` writes (-1: none)."""
+        return self._producer_id
+
+    # -- finish -----------------------------------------------------------
+    def build(self) -> bytearray:
+        """Finish the batch: compress the records section, write header and CRC.
+
+        Returns one ``bytearray`` holding the complete batch.  Calling it
+        again returns the same bytes.
+        """
+        buf = self._buf
+        if self._built:
+            return buf
+        self._built = True
+        if self._codec != CODEC_NONE and self._count:
+            packed = compress(self._codec, memoryview(buf)[HEADER_SIZE:], self._level)
+            out = buf[:HEADER_SIZE]
+            out += packed
+            self._buf = buf = out
+        count = self._count
+        _HEADER.pack_into(
+            buf,
+            0,
+            0,  # baseOffset
+            len(buf) - 12,  # batchLength
+            -1,  # partitionLeaderEpoch
+            2,  # magic
+            0,  # crc placeholder
+            self._attributes,
+            count - 1 if count else 0,
+            self._base_ts if count else -1,
+            self._max_ts if count else -1,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            count,
+        )
+        _CRC.pack_into(buf, _CRC_OFFSET, crc32c(memoryview(buf)[_ATTRIBUTES_OFFSET:]))
+        return buf
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatchBuilder(codec={self._codec}, records={self._count}, "
+            f"size={len(self._buf)}, built={self._built})"
+        )
+
+
+def restamp(buf: bytearray, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+    """Rewrite producer id/epoch/base sequence of a built batch and fix its CRC, in place.
+
+    For idempotent retries after an epoch bump or sequence reset.
+    """
+    _PRODUCER_STATE.pack_into(buf, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
+    _CRC.pack_into(buf, _CRC_OFFSET, crc32c(memoryview(buf)[_ATTRIBUTES_OFFSET:]))

@@ -1,0 +1,446 @@
+"""Read the ``records`` bytes of a Fetch response: v2 batches and legacy message sets.
+
+``iter_batches(buf)`` walks a buffer that may hold several batches of any
+magic (0, 1 or 2) and may end with a partial batch (the broker cuts the
+response at its size limit): the partial tail is skipped without error.
+``read_batches(buf)`` does the same eagerly and also reports how many bytes
+were left over, so a caller can tell "empty" from "first batch too large".
+
+Every batch object exposes the same header fields whatever its magic, and
+decodes its records lazily: ``records()`` yields :class:`Record` objects,
+``record_tuples()`` returns ``(offset, timestamp, key, value, headers)``
+tuples from one tight loop (the consumer's fast path).
+
+Malformed input raises ``CorruptRecordException`` (bad CRC, bad lengths,
+truncated fields inside a complete batch, unknown magic, data that
+decompresses beyond ``max_decompressed_size``) or ``UnsupportedCodecError``
+(codec id 5-7); never any other exception type, never an allocation driven by
+an advertised length.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from crc32c import crc32c
+
+from aiokafka_lite.errors import CorruptRecordException, UnsupportedCodecError
+from aiokafka_lite.records.compression import (
+    CODEC_MASK,
+    CODEC_NAMES,
+    CODEC_NONE,
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    decompress,
+)
+from aiokafka_lite.records.legacy import LEGACY_MIN_SIZE, LegacyBatch
+from aiokafka_lite.records.record import Record, RecordTuple
+
+__all__ = ["RecordBatch", "iter_batches", "read_batches", "decode_records", "Batch"]
+
+Buffer = bytes | bytearray | memoryview
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PREFIX = struct.Struct(">qiib")
+_CONTROL_KEY = struct.Struct(">hh")
+_HEADER_SIZE = 61
+_V2_MIN_LENGTH = _HEADER_SIZE - 12
+#: Smallest possible v2 record: length, attributes, timestampDelta, offsetDelta,
+#: keyLength, valueLength, headerCount - one byte each.
+_MIN_RECORD = 7
+
+
+class RecordBatch:
+    """One RecordBatch v2 (magic 2), header parsed, records decoded on demand."""
+
+    __slots__ = (
+        "base_offset",
+        "length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+        "compression_type",
+        "timestamp_type",
+        "is_transactional",
+        "is_control",
+        "_view",
+        "_max_size",
+    )
+
+    base_offset: int
+    length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    def __init__(
+        self, view: memoryview, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    ) -> None:
+        """``view`` must hold exactly one complete batch (at least 61 bytes)."""
+        if len(view) < _HEADER_SIZE:
+            raise CorruptRecordException(
+                f"record batch of {len(view)} bytes is shorter than its 61-byte header"
+            )
+        (
+            self.base_offset,
+            self.length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = _HEADER.unpack_from(view, 0)
+        self.attributes = attributes
+        self.compression_type = attributes & CODEC_MASK
+        self.timestamp_type = (attributes >> 3) & 1
+        self.is_transactional = bool(attributes & 0x10)
+        self.is_control = bool(attributes & 0x20)
+        self._view = view
+        self._max_size = max_decompressed_size
+        if self.compression_type not in CODEC_NAMES:
+            raise UnsupportedCodecError(
+                f"record batch at offset {self.base_offset} uses unknown codec id {self.compression_type}"
+            )
+        if self.record_count < 0 or self.last_offset_delta < 0:
+            raise CorruptRecordException(
+                f"record batch at offset {self.base_offset}: negative record count or last offset delta"
+            )
+
+    # -- derived fields ---------------------------------------------------
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record the batch was written with (base + lastOffsetDelta)."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after this batch (compaction may have removed records inside it)."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_control_batch(self) -> bool:
+        """aiokafka's name for :attr:`is_control`."""
+        return self.is_control
+
+    def size_in_bytes(self) -> int:
+        """Size of the batch on the wire."""
+        return self.length + 12
+
+    def validate_crc(self) -> bool:
+        """True if the stored CRC-32C matches the batch contents."""
+        return bool(crc32c(self._view[21:]) == self.crc)
+
+    # -- records ----------------------------------------------------------
+    def _records_data(self) -> bytes:
+        section = self._view[_HEADER_SIZE:]
+        if self.compression_type == CODEC_NONE:
+            return bytes(section)
+        return decompress(self.compression_type, section, self._max_size)
+
+    def record_tuples(self) -> list[RecordTuple]:
+        """Decode every record into ``(offset, timestamp, key, value, headers)`` tuples."""
+        return decode_records(
+            self._records_data(),
+            self.record_count,
+            self.base_offset,
+            self.base_timestamp,
+            self.max_timestamp if self.timestamp_type else None,
+        )
+
+    def records(self) -> Iterator[Record]:
+        """Yield the batch's records as :class:`Record` objects (checksum None)."""
+        tst = self.timestamp_type
+        for offset, timestamp, key, value, headers in self.record_tuples():
+            yield Record(offset, timestamp, tst, key, value, headers, None)
+
+    __iter__ = records
+
+    @property
+    def control_type(self) -> int | None:
+        """For a control batch, the control record type (0 abort, 1 commit); else None."""
+        if not self.is_control:
+            return None
+        tuples = self.record_tuples()
+        if not tuples:
+            return None
+        key = tuples[0][2]
+        if key is None or len(key) < 4:
+            raise CorruptRecordException(
+                f"control batch at offset {self.base_offset} has a malformed key"
+            )
+        return int(_CONTROL_KEY.unpack_from(key, 0)[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset_delta={self.last_offset_delta}, "
+            f"records={self.record_count}, codec={self.compression_type}, "
+            f"transactional={self.is_transactional}, control={self.is_control}, "
+            f"producer_id={self.producer_id}, producer_epoch={self.producer_epoch}, "
+            f"base_sequence={self.base_sequence})"
+        )
+
+
+Batch = RecordBatch | LegacyBatch
+
+
+def _uvarint(data: bytes, i: int) -> tuple[int, int]:
+    """Slow path: unsigned varint at ``i`` (caller handles IndexError)."""
+    u = 0
+    shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            return u, i
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordException("varint longer than 10 bytes in record")
+
+
+def decode_records(
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None = None,
+) -> list[RecordTuple]:
+    """Decode ``count`` v2 records from an uncompressed records section.
+
+    Returns ``(offset, timestamp, key, value, headers)`` tuples.  When
+    ``log_append_time`` is given every record takes that timestamp (batch
+    timestamp type LogAppendTime).
+    """
+    end = len(data)
+    if count * _MIN_RECORD > end:
+        raise CorruptRecordException(f"record count {count} does not fit in {end} bytes of records")
+    out: list[RecordTuple] = []
+    add = out.append
+    uv = _uvarint
+    i = 0
+    try:
+        for _ in range(count):
+            # record length (signed varint), one- and two-byte fast paths
+            b = data[i]
+            if b < 0x80:
+                u = b
+                i += 1
+            else:
+                b2 = data[i + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    i += 2
+                else:
+                    u, i = uv(data, i)
+            if u & 1 or u < 12:
+                raise CorruptRecordException(f"invalid record length {(u >> 1) ^ -(u & 1)}")
+            rec_end = i + (u >> 1)
+            # attributes (unused), timestamp delta
+            b = data[i + 1]
+            if b < 0x80:
+                i += 2
+                ts = base_timestamp + ((b >> 1) ^ -(b & 1))
+            else:
+                u, i = uv(data, i + 1)
+                ts = base_timestamp + ((u >> 1) ^ -(u & 1))
+            # offset delta
+            b = data[i]
+            if b < 0x80:
+                i += 1
+                offset = base_offset + ((b >> 1) ^ -(b & 1))
+            else:
+                u, i = uv(data, i)
+                offset = base_offset + ((u >> 1) ^ -(u & 1))
+            # key
+            b = data[i]
+            if b == 1:
+                key = None
+                i += 1
+            else:
+                if b < 0x80:
+                    i += 1
+                    u = b
+                else:
+                    u, i = uv(data, i)
+                if u & 1:
+                    raise CorruptRecordException(f"negative key length {(u >> 1) ^ -1}")
+                j = i + (u >> 1)
+                key = data[i:j]
+                i = j
+            # value
+            b = data[i]
+            if b == 1:
+                value = None
+                i += 1
+            else:
+                if b < 0x80:
+                    i += 1
+                    u = b
+                else:
+                    b2 = data[i + 1]
+                    if b2 < 0x80:
+                        u = (b & 0x7F) | (b2 << 7)
+                        i += 2
+                    else:
+                        u, i = uv(data, i)
+                if u & 1:
+                    raise CorruptRecordException(f"negative value length {(u >> 1) ^ -1}")
+                j = i + (u >> 1)
+                value = data[i:j]
+                i = j
+            # headers
+            b = data[i]
+            i += 1
+            if b == 0:
+                headers: list[tuple[str, bytes | None]] = []
+            else:
+                headers, i = _decode_headers(data, i - 1, rec_end)
+            if i != rec_end:
+                raise CorruptRecordException(
+                    f"record at offset {offset} has a length that does not match its fields"
+                )
+            if log_append_time is not None:
+                ts = log_append_time
+            add((offset, ts, key, value, headers))
+    except IndexError:
+        raise CorruptRecordException("record data truncated inside a complete batch") from None
+    if i != end:
+        raise CorruptRecordException(
+            f"{end - i} unexpected bytes after the last record of the batch"
+        )
+    return out
+
+
+def _decode_headers(
+    data: bytes, i: int, rec_end: int
+) -> tuple[list[tuple[str, bytes | None]], int]:
+    u, i = _uvarint(data, i)
+    n = (u >> 1) ^ -(u & 1)
+    if n < 0 or n * 2 > rec_end - i:
+        raise CorruptRecordException(f"invalid header count {n}")
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(n):
+        u, i = _uvarint(data, i)
+        if u & 1:
+            raise CorruptRecordException("negative header key length")
+        j = i + (u >> 1)
+        if j > rec_end:
+            raise CorruptRecordException("header key runs past the end of the record")
+        try:
+            hkey = data[i:j].decode()
+        except UnicodeDecodeError:
+            raise CorruptRecordException("header key is not valid UTF-8") from None
+        u, i = _uvarint(data, j)
+        hvalue: bytes | None
+        if u == 1:
+            hvalue = None
+        else:
+            if u & 1:
+                raise CorruptRecordException("negative header value length")
+            j = i + (u >> 1)
+            if j > rec_end:
+                raise CorruptRecordException("header value runs past the end of the record")
+            hvalue = data[i:j]
+            i = j
+        headers.append((hkey, hvalue))
+    return headers, i
+
+
+def iter_batches(
+    buf: Buffer,
+    *,
+    check_crcs: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> Iterator[Batch]:
+    """Yield each complete batch in ``buf``; a partial trailing batch is ignored.
+
+    Magic 2 gives :class:`RecordBatch`, magic 0/1 :class:`LegacyBatch` (one per
+    top-level message; a compressed wrapper holds several records).  With
+    ``check_crcs`` each batch's CRC is verified before it is yielded.
+    """
+    view = _byte_view(buf)
+    pos = 0
+    end = len(view)
+    unpack = _PREFIX.unpack_from
+    while end - pos >= 17:
+        base_offset, length, _, magic = unpack(view, pos)
+        if length < 0:
+            raise CorruptRecordException(f"negative batch length {length} at offset {base_offset}")
+        stop = pos + 12 + length
+        if stop > end:
+            return  # partial trailing batch
+        batch_view = view[pos:stop]
+        if magic == 2:
+            if length < _V2_MIN_LENGTH:
+                raise CorruptRecordException(
+                    f"record batch length {length} at offset {base_offset} is too small"
+                )
+            batch: Batch = RecordBatch(batch_view, max_decompressed_size)
+        elif magic == 0 or magic == 1:
+            if length < LEGACY_MIN_SIZE[magic]:
+                raise CorruptRecordException(
+                    f"message size {length} at offset {base_offset} is too small"
+                )
+            batch = LegacyBatch(batch_view, check_crcs, max_decompressed_size)
+        else:
+            raise CorruptRecordException(
+                f"unknown record batch magic {magic} at offset {base_offset}"
+            )
+        if check_crcs and not batch.validate_crc():
+            raise CorruptRecordException(
+                f"CRC mismatch in record batch at offset {base_offset} (stored {batch.crc:#010x})"
+            )
+        yield batch
+        pos = stop
+
+
+def read_batches(
+    buf: Buffer,
+    *,
+    check_crcs: bool = True,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> tuple[list[Batch], int]:
+    """Parse every complete batch in ``buf``; return ``(batches, trailing_partial_bytes)``.
+
+    ``trailing_partial_bytes > 0`` with no batches means the first batch is
+    larger than the fetch size allowed.
+    """
+    view = _byte_view(buf)
+    batches = list(
+        iter_batches(view, check_crcs=check_crcs, max_decompressed_size=max_decompressed_size)
+    )
+    return batches, len(view) - sum(b.size_in_bytes() for b in batches)
+
+
+def _byte_view(buf: Buffer) -> memoryview:
+    view = memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        try:
+            view = view.cast("B")
+        except TypeError as exc:
+            raise CorruptRecordException(
+                f"records buffer is not a contiguous byte buffer: {exc}"
+            ) from None
+    return view
