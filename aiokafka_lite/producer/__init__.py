@@ -1,0 +1,16 @@
+"""The producer: :class:`AIOKafkaProducer` (alias ``Producer``) and its partitioners."""
+
+from aiokafka_lite.producer.accumulator import BatchBuilder, RecordHandle
+from aiokafka_lite.producer.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2
+from aiokafka_lite.producer.producer import AIOKafkaProducer, Producer, TransactionContext
+
+__all__ = [
+    "AIOKafkaProducer",
+    "BatchBuilder",
+    "DefaultPartitioner",
+    "Producer",
+    "RecordHandle",
+    "RoundRobinPartitioner",
+    "TransactionContext",
+    "murmur2",
+]

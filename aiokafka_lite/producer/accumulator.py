@@ -1,0 +1,471 @@
+"""Record accumulator: per-partition batches, bounded by a :class:`MemoryPool`.
+
+Records are appended straight into an open :class:`ProducerBatch` (one record-batch builder per
+partition). A batch has ONE asyncio future; each record gets a light :class:`RecordHandle`
+(batch, index, timestamp) that resolves to its own :class:`RecordMetadata` from the batch result.
+
+Life of a batch: *open* (accepting records) -> *sealed* (full, lingered out, flushed or memory is
+short; queued per partition in ``pending``) -> *in flight* (drained by the sender) -> done, or
+back to the front of ``pending`` for a retry. Memory reserved when it opened is released when its
+future resolves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from aiokafka_lite.errors import KafkaError, KafkaTimeoutError
+from aiokafka_lite.producer.memory import MemoryPool
+from aiokafka_lite.records.batch_builder import RecordBatchBuilder
+from aiokafka_lite.structs import RecordMetadata, TopicPartition
+
+__all__ = ["Accumulator", "ProducerBatch", "RecordHandle", "BatchBuilder", "BatchRecordMetadata"]
+
+Headers = Sequence[tuple[str, bytes | None]]
+_BATCH_OVERHEAD = 61  # record batch v2 header
+_RECORD_OVERHEAD = 22  # worst-case varints + attributes per record
+
+
+def estimate_record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+    """Upper bound of one record's encoded size inside a batch (uncompressed)."""
+    size = _RECORD_OVERHEAD + (len(key) if key is not None else 0)
+    if value is not None:
+        size += len(value)
+    if headers:
+        for hk, hv in headers:
+            size += len(hk) * 3 + 10 + (len(hv) if hv is not None else 0)
+    return size
+
+
+class ProducerBatch:
+    """One record batch for one partition, plus its delivery state."""
+
+    __slots__ = (
+        "tp", "builder", "future", "reserved", "created", "ready_at", "deadline",
+        "attempts", "retry_at", "buffer", "sequence", "producer_id", "producer_epoch",
+        "sealed", "in_flight", "count", "first_ts", "user_batch",
+    )
+
+    def __init__(
+        self, tp: TopicPartition, builder: Any, future: asyncio.Future[Any], reserved: int,
+        now: float, linger: float, delivery_timeout: float,
+    ) -> None:
+        self.tp = tp
+        self.builder = builder
+        self.future = future
+        self.reserved = reserved
+        self.created = now
+        self.ready_at = now + linger
+        self.deadline = now + delivery_timeout
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.buffer: bytearray | bytes | None = None
+        self.sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sealed = False
+        self.in_flight = False
+        self.count = 0
+        self.first_ts = 0
+        self.user_batch = False
+
+    def build(self) -> bytearray | bytes:
+        """Encode (and compress) once; later calls return the same bytes."""
+        buf = self.buffer
+        if buf is None:
+            buf = self.buffer = self.builder.build()
+            self.builder = None
+        return buf
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={self.count} seq={self.sequence}>"
+
+
+class RecordHandle:
+    """Future-like result of one record: awaiting it gives its :class:`RecordMetadata`.
+
+    It also implements the asyncio Future protocol (``done``, ``result``, ``add_done_callback``,
+    ...), so ``asyncio.gather``/``wait``/``wait_for`` accept it as they accept a Future.
+    Cancelling a handle only detaches this waiter; the record is still delivered.
+    """
+
+    __slots__ = ("_batch", "_index", "_ts", "_cancelled", "_callbacks")
+    _asyncio_future_blocking = False  # marks the class as future-like for asyncio.isfuture()
+
+    def __init__(self, batch: ProducerBatch, index: int, ts: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._ts = ts
+        self._cancelled = False
+        self._callbacks: list[tuple[Callable[[Any], None], Any]] | None = None
+
+    def __await__(self) -> Any:
+        fut = self._batch.future
+        if not fut.done():
+            yield from fut.__await__()
+        return self.result()
+
+    __iter__ = __await__
+
+    def done(self) -> bool:
+        return self._cancelled or self._batch.future.done()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def result(self) -> RecordMetadata:
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        base, append_time, log_start = self._batch.future.result()
+        tp = self._batch.tp
+        if append_time is not None and append_time >= 0:
+            return RecordMetadata(tp.topic, tp.partition, tp, base + self._index if base >= 0 else -1,
+                                  append_time, 1, log_start)
+        return RecordMetadata(tp.topic, tp.partition, tp, base + self._index if base >= 0 else -1,
+                              self._ts, 0, log_start)
+
+    def exception(self) -> BaseException | None:
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        return self._batch.future.exception()
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._batch.future.get_loop()
+
+    def cancel(self, msg: Any = None) -> bool:
+        if self.done():
+            return False
+        self._cancelled = True
+        self._run_callbacks(None)
+        return True
+
+    def add_done_callback(self, fn: Callable[[Any], None], *, context: Any = None) -> None:
+        if self.done():
+            self.get_loop().call_soon(fn, self, context=context)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+            self._batch.future.add_done_callback(self._run_callbacks)
+        self._callbacks.append((fn, context))
+
+    def remove_done_callback(self, fn: Callable[[Any], None]) -> int:
+        if not self._callbacks:
+            return 0
+        before = len(self._callbacks)
+        self._callbacks = [(f, c) for f, c in self._callbacks if f != fn]
+        return before - len(self._callbacks)
+
+    def _run_callbacks(self, _fut: Any) -> None:
+        cbs, self._callbacks = self._callbacks, None
+        if cbs:
+            loop = self.get_loop()
+            for fn, ctx in cbs:
+                loop.call_soon(fn, self, context=ctx)
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<RecordHandle {self._batch.tp} #{self._index} {state}>"
+
+
+class BatchRecordMetadata:
+    """What :meth:`BatchBuilder.append` returns: the record's offset inside the batch."""
+
+    __slots__ = ("offset", "timestamp", "size", "crc")
+
+    def __init__(self, offset: int, timestamp: int, size: int) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.size = size
+        self.crc = None
+
+    def __repr__(self) -> str:
+        return f"BatchRecordMetadata(offset={self.offset}, timestamp={self.timestamp}, size={self.size})"
+
+
+class BatchBuilder:
+    """A batch filled by the caller and submitted with ``producer.send_batch()`` (aiokafka API)."""
+
+    def __init__(
+        self, builder: Any, batch_size: int,
+        key_serializer: Callable[[Any], bytes] | None,
+        value_serializer: Callable[[Any], bytes] | None,
+    ) -> None:
+        self._builder = builder
+        self._batch_size = batch_size
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._count = 0
+        self._size = _BATCH_OVERHEAD
+        self._closed = False
+        self._first_ts: int | None = None
+
+    def append(
+        self, *, timestamp: int | None = None, key: Any = None, value: Any = None,
+        headers: Headers | None = None,
+    ) -> BatchRecordMetadata | None:
+        """Add one record; None when the batch is full or closed. ``timestamp`` is epoch ms."""
+        if self._closed:
+            return None
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
+        est = estimate_record_size(key, value, headers)
+        idx = self._builder.append(ts, key, value, headers or ())
+        if idx is None:
+            self._closed = True
+            return None
+        if self._first_ts is None:
+            self._first_ts = ts
+        self._count += 1
+        self._size += est
+        return BatchRecordMetadata(idx, ts, est)
+
+    def close(self) -> None:
+        """Refuse further appends (the batch may still be submitted)."""
+        self._closed = True
+
+    def record_count(self) -> int:
+        """Number of records appended."""
+        return self._count
+
+    def size(self) -> int:
+        """Estimated encoded size in bytes."""
+        return self._size
+
+
+class Accumulator:
+    """Per-partition open batches and queues of sealed ones, bounded by ``buffer_memory``."""
+
+    def __init__(
+        self, *, batch_size: int, buffer_memory: int, linger_ms: float, delivery_timeout_ms: float,
+        compression_type: str | None, max_block_ms: float, transactional: bool = False,
+    ) -> None:
+        self.batch_size = batch_size
+        self.pool = MemoryPool(buffer_memory)
+        self.linger = linger_ms / 1000
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.compression_type = compression_type
+        self.max_block = max_block_ms / 1000
+        self.transactional = transactional
+        self.open: dict[str, dict[int, ProducerBatch]] = {}
+        self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.incomplete: set[ProducerBatch] = set()
+        self.wakeup: Callable[[], None] = lambda: None
+        self.closed_error: KafkaError | None = None
+        self.flushing = 0
+        self.fail_hook: Callable[[BaseException], None] | None = None
+        self._tps: dict[tuple[str, int], TopicPartition] = {}
+
+    # ---- appending -------------------------------------------------------------------------
+
+    def try_append(
+        self, topic: str, partition: int, ts: int, key: bytes | None, value: bytes | None,
+        headers: Headers,
+    ) -> RecordHandle | None:
+        """Append to the partition's open batch if it has room; None if a new batch is needed."""
+        parts = self.open.get(topic)
+        if parts is not None:
+            batch = parts.get(partition)
+            if batch is not None:
+                idx = batch.builder.append(ts, key, value, headers)
+                if idx is not None:
+                    batch.count += 1
+                    return RecordHandle(batch, idx, ts)
+                self._seal(batch)
+        return None
+
+    async def append(
+        self, topic: str, partition: int, ts: int, key: bytes | None, value: bytes | None,
+        headers: Headers,
+    ) -> RecordHandle:
+        """Append one record, opening a batch (and waiting for memory) when needed."""
+        handle = self.try_append(topic, partition, ts, key, value, headers)
+        if handle is not None:
+            return handle
+        size = max(self.batch_size, estimate_record_size(key, value, headers) + _BATCH_OVERHEAD)
+        pool = self.pool
+        if not pool.try_acquire(size):
+            self.wakeup()  # memory is short: let the sender ship what is open
+            await pool.acquire(size, self.max_block)
+            if self.closed_error is not None:
+                pool.release(size)
+                raise self.closed_error
+            # someone may have opened a batch for this partition while we waited
+            handle = self.try_append(topic, partition, ts, key, value, headers)
+            if handle is not None:
+                pool.release(size)
+                return handle
+        batch = self._new_batch(topic, partition, size)
+        idx = batch.builder.append(ts, key, value, headers)
+        if idx is None:  # cannot happen for a first record; be safe
+            self._fail_batch(batch, KafkaError("record could not be added to an empty batch"))
+            raise KafkaError("record could not be added to an empty batch")
+        batch.count = 1
+        batch.first_ts = ts
+        return RecordHandle(batch, idx, ts)
+
+    def _tp(self, topic: str, partition: int) -> TopicPartition:
+        key = (topic, partition)
+        tp = self._tps.get(key)
+        if tp is None:
+            tp = self._tps[key] = TopicPartition(topic, partition)
+        return tp
+
+    def _new_batch(self, topic: str, partition: int, size: int) -> ProducerBatch:
+        builder = RecordBatchBuilder(
+            self.compression_type, batch_size=self.batch_size,
+            is_transactional=self.transactional,
+        )
+        loop = asyncio.get_running_loop()
+        batch = ProducerBatch(
+            self._tp(topic, partition), builder, loop.create_future(), size,
+            time.monotonic(), self.linger, self.delivery_timeout,
+        )
+        self.open.setdefault(topic, {})[partition] = batch
+        self.incomplete.add(batch)
+        self.wakeup()
+        return batch
+
+    async def add_user_batch(self, bb: BatchBuilder, topic: str, partition: int) -> RecordHandle:
+        """Queue a caller-built batch (``send_batch``) as one sealed batch."""
+        bb.close()
+        size = max(bb.size(), _BATCH_OVERHEAD)
+        if not self.pool.try_acquire(size):
+            self.wakeup()
+            await self.pool.acquire(size, self.max_block)
+        loop = asyncio.get_running_loop()
+        batch = ProducerBatch(
+            self._tp(topic, partition), bb._builder, loop.create_future(), size,
+            time.monotonic(), 0.0, self.delivery_timeout,
+        )
+        batch.count = bb.record_count()
+        batch.first_ts = bb._first_ts or 0
+        batch.user_batch = True
+        self.incomplete.add(batch)
+        self._seal(batch)
+        return RecordHandle(batch, 0, batch.first_ts)
+
+    # ---- sealing and draining ----------------------------------------------------------------
+
+    def _seal(self, batch: ProducerBatch) -> None:
+        if batch.sealed:
+            return
+        batch.sealed = True
+        tp = batch.tp
+        parts = self.open.get(tp.topic)
+        if parts is not None and parts.get(tp.partition) is batch:
+            del parts[tp.partition]
+        dq = self.pending.get(tp)
+        if dq is None:
+            dq = self.pending[tp] = deque()
+        dq.append(batch)
+        self.wakeup()
+
+    def seal_ready(self, now: float) -> float | None:
+        """Seal open batches whose linger elapsed (all of them when flushing or memory is short).
+
+        Returns the earliest ``ready_at`` among batches still open, or None.
+        """
+        force = self.flushing > 0 or self.pool.has_waiters or self.closed_error is not None
+        nxt: float | None = None
+        to_seal: list[ProducerBatch] = []
+        for parts in self.open.values():
+            for batch in parts.values():
+                if force or batch.ready_at <= now:
+                    to_seal.append(batch)
+                elif nxt is None or batch.ready_at < nxt:
+                    nxt = batch.ready_at
+        for batch in to_seal:
+            self._seal(batch)
+        return nxt
+
+    def requeue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """Put a batch back for a retry, before later batches of its partition (by sequence)."""
+        batch.in_flight = False
+        batch.retry_at = retry_at
+        dq = self.pending.get(batch.tp)
+        if dq is None:
+            dq = self.pending[batch.tp] = deque()
+        i = 0
+        if batch.sequence >= 0:
+            for other in dq:
+                if other.sequence < 0 or other.sequence > batch.sequence:
+                    break
+                i += 1
+        dq.insert(i, batch)
+
+    # ---- completion ----------------------------------------------------------------------------
+
+    def complete(self, batch: ProducerBatch, base_offset: int, append_time: int | None,
+                 log_start: int | None) -> None:
+        """Resolve a batch's future with its base offset and release its memory."""
+        batch.in_flight = False
+        fut = batch.future
+        if not fut.done():
+            fut.set_result((base_offset, append_time, log_start))
+        self._release(batch)
+
+    def _fail_batch(self, batch: ProducerBatch, exc: BaseException) -> None:
+        batch.in_flight = False
+        fut = batch.future
+        if not fut.done():
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved: callers may never await a failed send
+            if self.fail_hook is not None:
+                self.fail_hook(exc)
+        self._release(batch)
+
+    fail = _fail_batch
+
+    def _release(self, batch: ProducerBatch) -> None:
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.pool.release(batch.reserved)
+
+    def expire(self, now: float) -> None:
+        """Fail queued (not in-flight) batches whose delivery timeout passed."""
+        for dq in self.pending.values():
+            while dq and dq[0].deadline <= now and not dq[0].in_flight:
+                batch = dq.popleft()
+                self._fail_batch(batch, KafkaTimeoutError(
+                    f"batch for {batch.tp.topic}-{batch.tp.partition} expired after "
+                    f"{self.delivery_timeout * 1000:.0f} ms (delivery_timeout_ms)"))
+
+    def abort_undrained(self, exc: BaseException) -> None:
+        """Fail every batch that has not been handed to the sender yet."""
+        for parts in list(self.open.values()):
+            for batch in list(parts.values()):
+                self._seal(batch)
+        for dq in self.pending.values():
+            while dq:
+                self._fail_batch(dq.popleft(), exc)
+
+    def has_unsent(self) -> bool:
+        """True while any batch is open or queued."""
+        return any(self.open.values()) or any(self.pending.values())
+
+    async def flush(self, timeout: float | None) -> None:
+        """Seal everything open and wait until every batch created so far has completed."""
+        waiting = [b.future for b in self.incomplete]
+        if not waiting:
+            return
+        self.flushing += 1
+        try:
+            self.wakeup()
+            done, pending = await asyncio.wait(waiting, timeout=timeout)
+            if pending:
+                raise KafkaTimeoutError(f"flush timed out with {len(pending)} batches undelivered")
+        finally:
+            self.flushing -= 1
+
+
+def iter_batches(dqs: Iterable[deque[ProducerBatch]]) -> Iterable[ProducerBatch]:
+    """All batches in the given queues (helper for tests/diagnostics)."""
+    for dq in dqs:
+        yield from dq

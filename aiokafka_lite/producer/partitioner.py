@@ -1,0 +1,118 @@
+"""Partitioners: Java-exact murmur2 for keyed records, sticky choice for unkeyed ones.
+
+A partitioner is any callable ``partitioner(key_bytes, all_partitions, available_partitions)``
+returning one partition number (aiokafka's signature). The producer recognises the
+:class:`DefaultPartitioner` and applies KIP-480 sticky partitioning to unkeyed records
+itself (it needs to know when a batch closes); a custom callable is always called.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections.abc import Sequence
+
+__all__ = ["murmur2", "DefaultPartitioner", "RoundRobinPartitioner", "default_partition"]
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+_unpack_cache: dict[int, struct.Struct] = {}
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Return the 32-bit signed MurmurHash2 of ``data`` exactly as Kafka's Java client computes it."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    n4 = length >> 2
+    if n4:
+        st = _unpack_cache.get(n4)
+        if st is None:
+            st = struct.Struct("<%dI" % n4)
+            if len(_unpack_cache) < 256:
+                _unpack_cache[n4] = st
+        for k in st.unpack_from(data, 0):
+            k = (k * _M) & _MASK
+            k ^= k >> 24
+            k = (k * _M) & _MASK
+            h = ((h * _M) & _MASK) ^ k
+    tail = length & 3
+    if tail:
+        base = length & ~3
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h ^= data[base]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def default_partition(key: bytes, num_partitions: int) -> int:
+    """``toPositive(murmur2(key)) % num_partitions``: the Java client's keyed partition."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class DefaultPartitioner:
+    """Keyed records: murmur2 (Java compatible). Unkeyed: a random available partition.
+
+    When this partitioner (the default) is configured, the producer does not call it for
+    unkeyed records; it keeps one sticky partition per topic until that partition's batch
+    is closed (KIP-480), which gives larger batches than a per-record random choice.
+    """
+
+    def __call__(
+        self, key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
+        if key is None:
+            return random.choice(available or all_partitions)
+        return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
+
+
+class RoundRobinPartitioner:
+    """Cycle over the available partitions record by record, ignoring keys."""
+
+    def __init__(self) -> None:
+        self._next: dict[int, int] = {}
+
+    def __call__(
+        self, key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]
+    ) -> int:
+        parts = available or all_partitions
+        i = self._next.get(id(parts), 0)
+        self._next[id(parts)] = i + 1
+        return parts[i % len(parts)]
+
+
+class StickyPartitions:
+    """Per-topic sticky partition for unkeyed records (KIP-480).
+
+    ``current(topic)`` returns the sticky partition or None; ``choose(topic, all, available,
+    previous)`` picks a new one, different from ``previous`` when there is a choice.
+    """
+
+    __slots__ = ("_sticky",)
+
+    def __init__(self) -> None:
+        self._sticky: dict[str, tuple[int, object]] = {}
+
+    def get(self, topic: str) -> tuple[int, object] | None:
+        return self._sticky.get(topic)
+
+    def set(self, topic: str, partition: int, batch: object) -> None:
+        self._sticky[topic] = (partition, batch)
+
+    def choose(
+        self, topic: str, all_partitions: Sequence[int], available: Sequence[int],
+        previous: int | None,
+    ) -> int:
+        parts = available or all_partitions
+        if len(parts) == 1:
+            return parts[0]
+        while True:
+            p = parts[random.randrange(len(parts))]
+            if p != previous:
+                return p

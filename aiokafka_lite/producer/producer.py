@@ -1,0 +1,403 @@
+"""AIOKafkaProducer: aiokafka's producer API on the aiokafka_lite client.
+
+``fut = await producer.send(...)`` returns at once (unless memory is short) with a light
+:class:`~aiokafka_lite.producer.accumulator.RecordHandle`; ``await fut`` gives the record's
+:class:`~aiokafka_lite.structs.RecordMetadata`. Batching, retries and ordering live in the
+accumulator and the sender task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.producer.accumulator import (
+    Accumulator,
+    BatchBuilder,
+    RecordHandle,
+    estimate_record_size,
+)
+from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
+from aiokafka_lite.producer.sender import Sender
+from aiokafka_lite.producer.transaction import TransactionManager, TxnState
+from aiokafka_lite.records.batch_builder import RecordBatchBuilder
+from aiokafka_lite.records.compression import codec_id
+from aiokafka_lite.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
+
+__all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
+
+log = logging.getLogger(__name__)
+
+_missing: Any = object()
+_DEFAULT_PARTITIONER = DefaultPartitioner()
+_INT32_MAX = 2**31 - 1
+_time_ns = time.time_ns
+
+
+class AIOKafkaProducer:
+    """Asynchronous Kafka producer, argument-compatible with ``aiokafka.AIOKafkaProducer``.
+
+    Beyond aiokafka: ``buffer_memory`` bounds the bytes held by unsent batches (``send()`` waits
+    for room, then raises ``KafkaTimeoutError`` after ``max_block_ms``), ``delivery_timeout_ms``
+    bounds the time a record may spend in retries, ``max_in_flight_requests_per_connection``
+    bounds the pipelined produce requests per broker.
+    """
+
+    _client_seq = 0
+
+    def __init__(
+        self,
+        *,
+        loop: Any = None,
+        bootstrap_servers: str | list[str] = "localhost",
+        client_id: str | None = None,
+        metadata_max_age_ms: int = 300000,
+        request_timeout_ms: int = 40000,
+        api_version: str | None = None,
+        acks: Any = _missing,
+        key_serializer: Callable[[Any], bytes] | None = None,
+        value_serializer: Callable[[Any], bytes] | None = None,
+        compression_type: str | None = None,
+        max_batch_size: int = 16384,
+        partitioner: Callable[..., int] = _DEFAULT_PARTITIONER,
+        max_request_size: int = 1048576,
+        linger_ms: int = 0,
+        retry_backoff_ms: int = 100,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: Any = None,
+        connections_max_idle_ms: int = 540000,
+        enable_idempotence: bool = False,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        sasl_mechanism: str = "PLAIN",
+        sasl_plain_password: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60000,
+        delivery_timeout_ms: int = 120000,
+        max_in_flight_requests_per_connection: int = 5,
+    ) -> None:
+        if loop is not None:
+            warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
+        try:
+            codec = codec_id(compression_type)
+        except Errors.KafkaError as exc:
+            raise ValueError(f"unsupported compression_type {compression_type!r}") from exc
+        if transactional_id is not None:
+            enable_idempotence = True
+        else:
+            transaction_timeout_ms = _INT32_MAX
+        if acks == "all":
+            acks = -1
+        if enable_idempotence:
+            if acks is _missing:
+                acks = -1
+            elif acks != -1:
+                raise ValueError(f"acks={acks} not supported if enable_idempotence=True")
+        elif acks is _missing:
+            acks = 1
+        if acks not in (0, 1, -1):
+            raise ValueError(f"invalid acks value {acks!r}: use 0, 1, -1 or 'all'")
+        if client_id is None:
+            AIOKafkaProducer._client_seq += 1
+            client_id = f"aiokafka-lite-producer-{AIOKafkaProducer._client_seq}"
+        sasl = "SASL" in security_protocol
+        self.client = KafkaClient(
+            bootstrap_servers=bootstrap_servers, client_id=client_id,
+            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            connections_max_idle_ms=connections_max_idle_ms,
+            security_protocol=security_protocol, ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism if sasl else None,
+            sasl_plain_username=sasl_plain_username, sasl_plain_password=sasl_plain_password,
+        )
+        self._acks = acks
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._codec = codec
+        self._batch_size = max_batch_size
+        self._max_request_size = max_request_size
+        self._max_block_ms = max_block_ms
+        self._delivery_timeout_ms = delivery_timeout_ms
+        self._partitioner = partitioner
+        self._sticky = StickyPartitions() if isinstance(partitioner, DefaultPartitioner) else None
+        self._sticky_state: dict[str, list[Any]] = {}
+        self._topic_cache: dict[str, tuple[list[int], list[int], frozenset[int]]] = {}
+        self._txn: TransactionManager | None = None
+        if enable_idempotence:
+            self._txn = TransactionManager(
+                self.client, transactional_id=transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms, max_block_ms=max_block_ms)
+        self._acc = Accumulator(
+            batch_size=max_batch_size, buffer_memory=buffer_memory, linger_ms=linger_ms,
+            delivery_timeout_ms=delivery_timeout_ms, compression_type=codec,
+            max_block_ms=max_block_ms, transactional=transactional_id is not None)
+        self._sender = Sender(
+            self.client, self._acc, acks=acks, request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            max_in_flight=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size, txn=self._txn)
+        if self._txn is not None and self._txn.transactional:
+            self._acc.fail_hook = self._txn.set_error
+        self._started = False
+        self._closed = False
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, fetch metadata, get a producer id if idempotent, start the sender task."""
+        if self._started:
+            return
+        if self._closed:
+            raise Errors.ProducerClosed("producer was stopped")
+        self._started = True
+        await self.client.start()
+        self.client.cluster.add_listener(self._on_metadata)
+        if self._txn is not None:
+            try:
+                await self._txn.init_producer_id()
+            except BaseException:
+                await self.client.close()
+                self._closed = True
+                raise
+        self._sender.start()
+
+    async def stop(self) -> None:
+        """Deliver what is buffered (up to ``delivery_timeout_ms``), then close.
+
+        Records that could not be delivered have their futures failed (``ProducerClosed``
+        or the broker's error); none are dropped silently.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        closed = Errors.ProducerClosed("producer is stopping")
+        self._acc.closed_error = closed
+        self._acc.pool.fail_waiters(closed)
+        if self._started:
+            await self._sender.close(self._delivery_timeout_ms / 1000)
+            await self.client.close()
+        else:
+            self._acc.abort_undrained(closed)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send every buffered record now and wait for all of them (KafkaTimeoutError after
+        ``timeout`` seconds)."""
+        await self._acc.flush(timeout)
+
+    async def __aenter__(self) -> AIOKafkaProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- metadata --------------------------------------------------------------------------
+
+    def _on_metadata(self, cluster: Any) -> None:
+        self._topic_cache.clear()
+
+    async def _partitions(self, topic: str) -> tuple[list[int], list[int], frozenset[int]]:
+        cached = self._topic_cache.get(topic)
+        if cached is not None:
+            return cached
+        await self.client.wait_for_topic(topic, self._max_block_ms)
+        cluster = self.client.cluster
+        all_parts = sorted(cluster.partitions_for_topic(topic) or ())
+        avail = sorted(cluster.available_partitions_for_topic(topic) or ())
+        if not all_parts:
+            raise Errors.KafkaTimeoutError(f"no partitions known for topic {topic!r}")
+        cached = (all_parts, avail, frozenset(all_parts))
+        self._topic_cache[topic] = cached
+        return cached
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """All partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
+        return set((await self._partitions(topic))[0])
+
+    # ---- sending ---------------------------------------------------------------------------
+
+    async def send(
+        self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+        timestamp_ms: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> RecordHandle:
+        """Queue one record; returns a future-like resolving to its :class:`RecordMetadata`.
+
+        Returns immediately unless the topic's metadata is unknown or buffer memory is short
+        (then it waits up to ``max_block_ms``). A record with both key and value None is valid.
+        """
+        if self._closed or not self._started:
+            raise (Errors.ProducerClosed("producer is stopped") if self._closed
+                   else Errors.IllegalStateError("producer is not started: call start()"))
+        txn = self._txn
+        if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
+            txn.raise_if_fatal()
+            raise Errors.IllegalOperation("Can't send messages while not in transaction")
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        parts = self._topic_cache.get(topic)
+        if parts is None:
+            parts = await self._partitions(topic)
+        if headers is None:
+            headers = ()
+        n = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        if n + 4096 > self._max_request_size or headers:
+            size = estimate_record_size(key, value, headers) + 61
+            if size > self._max_request_size:
+                raise Errors.MessageSizeTooLargeError(
+                    f"the record is {size} bytes when serialized, larger than "
+                    f"max_request_size={self._max_request_size}")
+        sticky = None
+        if partition is None:
+            if key is None and self._sticky is not None:
+                sticky = self._sticky_state.get(topic)
+                if sticky is None or (sticky[1] is not None and sticky[1].sealed):
+                    prev = sticky[0] if sticky is not None else None
+                    p = self._sticky.choose(topic, parts[0], parts[1], prev)
+                    sticky = self._sticky_state[topic] = [p, None]
+                partition = sticky[0]
+            else:
+                partition = self._partitioner(key, parts[0], parts[1])
+        elif partition not in parts[2]:
+            raise Errors.IllegalArgumentError(
+                f"partition {partition} of topic {topic!r} does not exist")
+        ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
+        handle = self._acc.try_append(topic, partition, ts, key, value, headers)  # type: ignore[arg-type]
+        if handle is None:
+            handle = await self._acc.append(topic, partition, ts, key, value, headers)  # type: ignore[arg-type]
+        if sticky is not None and sticky[1] is None:
+            sticky[1] = handle._batch
+        return handle
+
+    async def send_and_wait(
+        self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+        timestamp_ms: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement."""
+        handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await handle
+
+    def create_batch(self) -> BatchBuilder:
+        """An empty :class:`BatchBuilder` to fill and pass to :meth:`send_batch`."""
+        txn = self._txn
+        builder = RecordBatchBuilder(
+            self._codec, batch_size=self._batch_size,
+            is_transactional=txn is not None and txn.transactional)
+        return BatchBuilder(builder, self._batch_size, self._key_serializer, self._value_serializer)
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> RecordHandle:
+        """Queue a filled :class:`BatchBuilder` for ``partition``; resolves to the metadata of
+        its first record (offset = the batch's base offset)."""
+        if self._closed or not self._started:
+            raise Errors.ProducerClosed("producer is stopped")
+        txn = self._txn
+        if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
+            txn.raise_if_fatal()
+            raise Errors.IllegalOperation("Can't send messages while not in transaction")
+        parts = await self._partitions(topic)
+        if partition not in parts[2]:
+            raise Errors.IllegalArgumentError(
+                f"partition {partition} of topic {topic!r} does not exist")
+        if batch.size() > self._max_request_size:
+            raise Errors.MessageSizeTooLargeError(
+                f"the batch is {batch.size()} bytes, larger than max_request_size")
+        return await self._acc.add_user_batch(batch, topic, partition)
+
+    # ---- transactions ----------------------------------------------------------------------
+
+    def _transactional(self) -> TransactionManager:
+        txn = self._txn
+        if txn is None or not txn.transactional:
+            raise Errors.IllegalOperation(
+                "You need to configure transaction_id to use transactions")
+        txn.raise_if_fatal()
+        return txn
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction (requires ``transactional_id``)."""
+        txn = self._transactional()
+        await txn.init_producer_id()
+        txn.begin()
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn)."""
+        txn = self._transactional()
+        if txn.state is TxnState.ABORTABLE_ERROR:
+            assert txn.error is not None
+            raise txn.error
+        if txn.state is not TxnState.IN_TRANSACTION:
+            raise Errors.IllegalOperation(f"cannot commit in state {txn.state.value}")
+        txn.state = TxnState.COMMITTING
+        self._sender.wakeup()
+        try:
+            await self._acc.flush(self._delivery_timeout_ms / 1000)
+        except BaseException as exc:
+            txn.set_error(exc)
+            raise
+        if txn.state is not TxnState.COMMITTING:  # a batch failed meanwhile
+            txn.raise_if_fatal()
+            txn.state = TxnState.ABORTABLE_ERROR
+            raise txn.error or Errors.KafkaError("transaction failed; abort it")
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the current transaction: unsent records fail, sent ones are discarded."""
+        txn = self._transactional()
+        if txn.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR,
+                             TxnState.COMMITTING):
+            raise Errors.IllegalOperation(f"cannot abort in state {txn.state.value}")
+        txn.state = TxnState.ABORTING
+        self._acc.abort_undrained(Errors.KafkaError("transaction aborted before the record was sent"))
+        # wait for what is already in flight
+        await self._acc.flush(self._delivery_timeout_ms / 1000)
+        await txn.end(commit=False)
+
+    def transaction(self) -> TransactionContext:
+        """``async with producer.transaction():`` commits on success, aborts on error."""
+        return TransactionContext(self)
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
+    ) -> None:
+        """Commit consumer offsets as part of the current transaction."""
+        txn = self._transactional()
+        if txn.state is not TxnState.IN_TRANSACTION:
+            raise Errors.IllegalOperation("Not in the middle of a transaction")
+        if not group_id or not isinstance(group_id, str):
+            raise ValueError(group_id)
+        await txn.add_offsets(offsets, group_id)
+
+
+class TransactionContext:
+    """Async context manager returned by :meth:`AIOKafkaProducer.transaction`."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+
+    async def __aenter__(self) -> TransactionContext:
+        await self._producer.begin_transaction()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            await self._producer.commit_transaction()
+            return
+        txn = self._producer._txn
+        if txn is not None and txn.state is TxnState.FATAL_ERROR:
+            return
+        await self._producer.abort_transaction()
+
+
+Producer = AIOKafkaProducer

@@ -1,0 +1,361 @@
+"""The sender task: ships sealed batches, one ProduceRequest per leader node.
+
+Loop: seal batches whose linger elapsed -> fail batches past ``delivery_timeout_ms`` -> drain the
+head batch of every partition queue, grouped by leader, into one request per node (at most
+``max_in_flight`` requests per node; one in-flight batch per partition unless idempotent) ->
+sleep until woken (a batch sealed/opened, a response arrived) or the next linger/backoff deadline.
+
+Each request runs in its own task; its response resolves batch futures, or puts batches back for
+a retry (retriable errors, until the delivery timeout) after a metadata refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.producer.accumulator import Accumulator, ProducerBatch
+from aiokafka_lite.producer.transaction import TransactionManager, TxnState
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.records.batch_builder import restamp
+from aiokafka_lite.structs import TopicPartition
+
+__all__ = ["Sender"]
+
+log = logging.getLogger(__name__)
+
+_TopicData = m.ProduceRequest.TopicProduceData
+_PartData = m.ProduceRequest.TopicProduceData.PartitionProduceData
+_DUPLICATE_SEQUENCE = 46
+_OUT_OF_ORDER = 45
+_UNKNOWN_PRODUCER = 59
+_IDLE_WAKE = 0.5  # seconds: housekeeping (delivery timeouts) even with nothing to do
+
+
+class Sender:
+    """Background task moving batches from the accumulator to the brokers."""
+
+    def __init__(
+        self, client: Any, acc: Accumulator, *, acks: int, request_timeout_ms: int,
+        retry_backoff_ms: int, max_in_flight: int, max_request_size: int,
+        txn: TransactionManager | None,
+    ) -> None:
+        self.client = client
+        self.acc = acc
+        self.acks = acks
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.max_in_flight = max(1, max_in_flight)
+        self.max_request_size = max_request_size
+        self.txn = txn
+        self.idempotent = txn is not None
+        self._node_in_flight: dict[int, int] = {}
+        self._tp_in_flight: dict[TopicPartition, int] = {}
+        self._requests: set[asyncio.Task[None]] = set()
+        self._waiter: asyncio.Future[None] | None = None
+        self._woken = False
+        self._closing = False
+        self._force_close = False
+        self._bump_needed = False
+        self._task: asyncio.Task[None] | None = None
+        acc.wakeup = self.wakeup
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="aiokafka_lite-sender")
+
+    def wakeup(self) -> None:
+        """Make the loop run once more soon (cheap; called on batch open/seal)."""
+        self._woken = True
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def close(self, timeout: float) -> None:
+        """Send what is queued (up to ``timeout`` s), then fail what remains and stop."""
+        self._closing = True
+        self.wakeup()
+        task = self._task
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except (asyncio.TimeoutError, Exception):
+            pass
+        self._force_close = True
+        if not task.done():
+            task.cancel()
+            try:
+                await asyncio.wait_for(task, 5)
+            except BaseException:
+                pass
+        for t in list(self._requests):
+            t.cancel()
+        if self._requests:
+            await asyncio.wait(list(self._requests), timeout=5)
+        err = Errors.ProducerClosed("producer stopped before the record was delivered")
+        self.acc.abort_undrained(err)
+        for batch in list(self.acc.incomplete):
+            self.acc.fail(batch, err)
+
+    # ---- main loop -----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        acc = self.acc
+        while True:
+            self._woken = False
+            now = time.monotonic()
+            nxt = acc.seal_ready(now)
+            acc.expire(now)
+            try:
+                if self.idempotent:
+                    await self._prepare_idempotence()
+                retry_at = self._drain(now)
+            except Exception as exc:  # never let the loop die silently
+                log.exception("sender loop error")
+                self._fail_pending(exc)
+                retry_at = now + self.retry_backoff
+            if retry_at is not None and (nxt is None or retry_at < nxt):
+                nxt = retry_at
+            if self._closing and not acc.has_unsent() and not self._requests:
+                return
+            if self._woken:
+                continue
+            wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - time.monotonic()))
+            fut = self._waiter = loop.create_future()
+            timer = loop.call_later(wait, _wake_future, fut)
+            try:
+                await fut
+            finally:
+                timer.cancel()
+                self._waiter = None
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        err = exc if isinstance(exc, Errors.KafkaError) else Errors.KafkaError(repr(exc))
+        for dq in self.acc.pending.values():
+            while dq:
+                self.acc.fail(dq.popleft(), err)
+
+    async def _prepare_idempotence(self) -> None:
+        txn = self.txn
+        assert txn is not None
+        if txn.state is TxnState.FATAL_ERROR:
+            assert txn.error is not None
+            self._fail_pending(txn.error)
+            return
+        if not txn.has_pid:
+            await txn.init_producer_id()
+        if self._bump_needed and not self._requests:
+            await self._bump_epoch()
+        if txn.transactional and txn.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING,
+                                               TxnState.ABORTING):
+            new = [tp for tp, dq in self.acc.pending.items() if dq and tp not in txn.partitions]
+            if new:
+                try:
+                    await txn.add_partitions(new)
+                except Errors.KafkaError as exc:
+                    txn.set_error(exc)
+                    for tp in new:
+                        dq = self.acc.pending[tp]
+                        while dq:
+                            self.acc.fail(dq.popleft(), exc)
+
+    async def _bump_epoch(self) -> None:
+        """KIP-360: new epoch, sequences restart at 0; queued batches are re-stamped in order."""
+        txn = self.txn
+        assert txn is not None
+        self._bump_needed = False
+        await txn.init_producer_id(bump=True)
+        for tp, dq in self.acc.pending.items():
+            for batch in dq:
+                if batch.sequence >= 0:
+                    self._stamp(batch, tp)
+
+    def _stamp(self, batch: ProducerBatch, tp: TopicPartition) -> None:
+        txn = self.txn
+        assert txn is not None
+        batch.sequence = txn.next_sequence(tp, batch.count)
+        batch.producer_id = txn.producer_id
+        batch.producer_epoch = txn.producer_epoch
+        if batch.buffer is None:
+            batch.builder.set_producer_state(txn.producer_id, txn.producer_epoch, batch.sequence)
+            batch.build()
+        else:
+            restamp(batch.buffer, txn.producer_id, txn.producer_epoch, batch.sequence)  # type: ignore[arg-type]
+
+    def _drain(self, now: float) -> float | None:
+        """Hand ready partition heads to per-node requests; return the next retry time."""
+        acc = self.acc
+        cluster = self.client.cluster
+        txn = self.txn
+        idempotent = self.idempotent
+        if idempotent and (txn is None or not txn.has_pid or self._bump_needed):
+            return None
+        by_node: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        next_retry: float | None = None
+        need_metadata = False
+        max_if = self.max_in_flight
+        for tp, dq in acc.pending.items():
+            if not dq:
+                continue
+            batch = dq[0]
+            if batch.retry_at > now:
+                if next_retry is None or batch.retry_at < next_retry:
+                    next_retry = batch.retry_at
+                continue
+            n_tp = self._tp_in_flight.get(tp, 0)
+            if n_tp and (not idempotent or n_tp >= max_if or batch.attempts):
+                continue
+            if txn is not None and txn.transactional and tp not in txn.partitions:
+                continue
+            leader = cluster.leader_for_partition(tp)
+            if leader is None or leader < 0:
+                need_metadata = True
+                continue
+            if self._node_in_flight.get(leader, 0) >= max_if:
+                continue
+            if idempotent and batch.sequence < 0:
+                self._stamp(batch, tp)
+            size = len(batch.build())
+            lst = by_node.get(leader)
+            if lst is None:
+                by_node[leader] = [batch]
+                sizes[leader] = size
+            elif sizes[leader] + size <= self.max_request_size:
+                lst.append(batch)
+                sizes[leader] += size
+            else:
+                continue
+            dq.popleft()
+        if need_metadata:
+            self.client.request_update()
+            if next_retry is None or now + self.retry_backoff < next_retry:
+                next_retry = now + self.retry_backoff
+        loop = asyncio.get_running_loop()
+        for node, batches in by_node.items():
+            self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            for b in batches:
+                b.in_flight = True
+                b.attempts += 1
+                self._tp_in_flight[b.tp] = self._tp_in_flight.get(b.tp, 0) + 1
+            task = loop.create_task(self._produce(node, batches))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        return next_retry
+
+    # ---- one request ---------------------------------------------------------------------
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list[Any]] = {}
+        for b in batches:
+            lst = topics.get(b.tp.topic)
+            if lst is None:
+                lst = topics[b.tp.topic] = []
+            lst.append(_PartData(index=b.tp.partition, records=b.buffer))
+        txn = self.txn
+        req = m.ProduceRequest(
+            transactional_id=txn.transactional_id if txn is not None else None,
+            acks=self.acks, timeout_ms=self.request_timeout_ms,
+            topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
+        )
+        try:
+            if self.acks == 0:
+                await self.client.send(node, req, expect_response=False)
+                for b in batches:
+                    self.acc.complete(b, -1, None, None)
+                return
+            resp = await self.client.send(node, req)
+        except asyncio.CancelledError:
+            err = Errors.ProducerClosed("producer stopped while the request was in flight")
+            for b in batches:
+                self.acc.fail(b, err)
+            raise
+        except Errors.KafkaError as exc:
+            self._on_request_error(batches, exc)
+        except Exception as exc:  # bug or unexpected I/O failure: never drop records
+            log.exception("produce request failed")
+            self._on_request_error(batches, Errors.KafkaError(repr(exc)))
+        else:
+            self._on_response(batches, resp)
+        finally:
+            self._node_in_flight[node] -= 1
+            for b in batches:
+                n = self._tp_in_flight.get(b.tp, 1) - 1
+                if n:
+                    self._tp_in_flight[b.tp] = n
+                else:
+                    self._tp_in_flight.pop(b.tp, None)
+            self.wakeup()
+
+    def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
+        if exc.retriable or isinstance(exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)):
+            self.client.request_update()
+        now = time.monotonic()
+        for b in batches:
+            self._retry_or_fail(b, exc, now)
+
+    def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
+        retriable = getattr(exc, "retriable", False) or isinstance(
+            exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError))
+        if retriable and not self._force_close and now + self.retry_backoff < batch.deadline:
+            self.acc.requeue(batch, now + self.retry_backoff)
+        else:
+            if self.txn is not None:
+                self.txn.set_error(exc)
+            self.acc.fail(batch, exc)
+
+    def _on_response(self, batches: list[ProducerBatch], resp: Any) -> None:
+        results: dict[tuple[str, int], Any] = {}
+        for topic in resp.responses:
+            for part in topic.partition_responses:
+                results[(topic.name, part.index)] = part
+        now = time.monotonic()
+        refresh = False
+        for b in batches:
+            part = results.get((b.tp.topic, b.tp.partition))
+            if part is None:
+                self._retry_or_fail(b, Errors.KafkaProtocolError(
+                    f"produce response has no result for {b.tp}"), now)
+                continue
+            code = part.error_code
+            if code == 0 or code == _DUPLICATE_SEQUENCE:
+                self.acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)
+                continue
+            err_cls = Errors.for_code(code)
+            exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
+            if err_cls.invalid_metadata:
+                refresh = True
+            if self.idempotent and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
+                self._on_sequence_error(b, exc, now)
+                continue
+            self._retry_or_fail(b, exc, now)
+        if refresh:
+            self.client.request_update()
+
+    def _on_sequence_error(self, batch: ProducerBatch, exc: Errors.KafkaError, now: float) -> None:
+        """OutOfOrderSequence/UnknownProducerId: retry behind an earlier retry, else bump (KIP-360)."""
+        txn = self.txn
+        assert txn is not None
+        if txn.transactional:  # inside a transaction these make it abortable
+            txn.set_error(exc)
+            self.acc.fail(batch, exc)
+            return
+        earlier = any(o.tp == batch.tp and 0 <= o.sequence < batch.sequence
+                      for o in self.acc.incomplete if o is not batch)
+        if not earlier:
+            self._bump_needed = True
+        if now + self.retry_backoff < batch.deadline and not self._force_close:
+            self.acc.requeue(batch, now + self.retry_backoff)
+        else:
+            self.acc.fail(batch, exc)
+
+
+def _wake_future(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

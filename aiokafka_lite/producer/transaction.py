@@ -1,0 +1,261 @@
+"""Producer id, epoch, sequence numbers and the transaction state machine.
+
+One :class:`TransactionManager` serves both idempotent producers (no transactional id: it only
+holds the producer id/epoch and per-partition sequences) and transactional ones (coordinator
+requests: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
+
+Coordinator requests retry retriable errors (coordinator moved or loading, concurrent
+transactions) with a short backoff until ``max_block_ms``. ``ProducerFenced`` and friends are
+fatal: every later operation raises them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = ["TransactionManager", "TxnState"]
+
+log = logging.getLogger(__name__)
+
+_FATAL = (
+    Errors.ProducerFenced, Errors.InvalidProducerEpoch, Errors.TransactionalIdAuthorizationFailed,
+    Errors.InvalidProducerIdMapping, Errors.TransactionCoordinatorFenced,
+    Errors.UnsupportedVersionError, Errors.ClusterAuthorizationFailedError,
+)
+_COORDINATOR_MOVED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+
+
+class TxnState(enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    READY = "ready"
+    IN_TRANSACTION = "in_transaction"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    ABORTABLE_ERROR = "abortable_error"
+    FATAL_ERROR = "fatal_error"
+
+
+class TransactionManager:
+    """Producer identity plus, with a transactional id, the transaction protocol."""
+
+    def __init__(
+        self, client: Any, *, transactional_id: str | None, transaction_timeout_ms: int,
+        retry_backoff_ms: int, max_block_ms: int,
+    ) -> None:
+        self.client = client
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.max_block = max_block_ms / 1000
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequences: dict[TopicPartition, int] = {}
+        self.state = TxnState.UNINITIALIZED
+        self.error: BaseException | None = None
+        self.partitions: set[TopicPartition] = set()  # in the current transaction
+        self.offsets_added = False
+        self.coordinator: int | None = None
+        self._init_lock = asyncio.Lock()
+
+    # ---- identity and sequences ----------------------------------------------------------
+
+    @property
+    def transactional(self) -> bool:
+        return self.transactional_id is not None
+
+    @property
+    def has_pid(self) -> bool:
+        return self.producer_id >= 0
+
+    def next_sequence(self, tp: TopicPartition, count: int) -> int:
+        """Reserve ``count`` sequence numbers for a batch of ``tp``; return the first."""
+        seq = self.sequences.get(tp, 0)
+        self.sequences[tp] = (seq + count) & 0x7FFFFFFF
+        return seq
+
+    def is_in_transaction(self) -> bool:
+        return self.state is TxnState.IN_TRANSACTION
+
+    def raise_if_fatal(self) -> None:
+        if self.state is TxnState.FATAL_ERROR and self.error is not None:
+            raise self.error
+
+    def set_error(self, exc: BaseException) -> None:
+        """Record an error from a produce/txn response: fatal or abortable."""
+        if isinstance(exc, _FATAL):
+            self.state = TxnState.FATAL_ERROR
+            self.error = exc
+        elif self.transactional and self.state is not TxnState.FATAL_ERROR:
+            self.state = TxnState.ABORTABLE_ERROR
+            self.error = exc
+
+    async def init_producer_id(self, bump: bool = False) -> None:
+        """InitProducerId (v3+). ``bump`` asks for the next epoch of the current id (KIP-360)."""
+        async with self._init_lock:
+            if self.has_pid and not bump:
+                return
+            if not self.client.supports(m.InitProducerIdRequest, 3):
+                raise Errors.IncompatibleBrokerVersion(
+                    "idempotent/transactional producing needs InitProducerId v3 or newer, "
+                    "which this broker does not support")
+            req = m.InitProducerIdRequest(
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                producer_id=self.producer_id if bump else -1,
+                producer_epoch=self.producer_epoch if bump else -1,
+            )
+            resp = await self._coordinator_request(req, lambda r: r.error_code)
+            self.producer_id = resp.producer_id
+            self.producer_epoch = resp.producer_epoch
+            self.sequences.clear()
+            if self.state in (TxnState.UNINITIALIZED, TxnState.ABORTABLE_ERROR, TxnState.ABORTING):
+                self.state = TxnState.READY
+            log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+    # ---- transactions --------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self.raise_if_fatal()
+        if self.state is not TxnState.READY:
+            raise Errors.IllegalOperation(f"cannot begin a transaction in state {self.state.value}")
+        self.state = TxnState.IN_TRANSACTION
+        self.partitions.clear()
+        self.offsets_added = False
+        self.error = None
+
+    async def add_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """AddPartitionsToTxn for partitions about to receive their first batch."""
+        new = sorted(set(tps) - self.partitions)
+        if not new:
+            return
+        by_topic: dict[str, list[int]] = {}
+        for tp in new:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        topics = [m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                  for t, ps in by_topic.items()]
+        req = m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=self.transactional_id,
+            v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.producer_epoch,
+            v3_and_below_topics=topics,
+            transactions=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+                transactional_id=self.transactional_id, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, verify_only=False, topics=topics)],
+        )
+
+        def first_error(resp: Any) -> int:
+            if resp.error_code:
+                return int(resp.error_code)
+            results = list(resp.results_by_topic_v3_and_below)
+            for tx in resp.results_by_transaction:
+                results.extend(tx.topic_results)
+            for topic in results:
+                for part in topic.results_by_partition:
+                    if part.partition_error_code:
+                        return int(part.partition_error_code)
+            return 0
+
+        await self._coordinator_request(req, first_error)
+        self.partitions.update(new)
+
+    async def add_offsets(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
+    ) -> None:
+        """AddOffsetsToTxn to the txn coordinator, then TxnOffsetCommit to the group coordinator."""
+        req = m.AddOffsetsToTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, group_id=group_id)
+        await self._coordinator_request(req, lambda r: r.error_code)
+        self.offsets_added = True
+        by_topic: dict[str, list[Any]] = {}
+        for tp, om in offsets.items():
+            off, meta = (om, "") if isinstance(om, int) else (om.offset, om.metadata)
+            by_topic.setdefault(tp.topic, []).append(
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                    partition_index=tp.partition, committed_offset=off,
+                    committed_leader_epoch=-1, committed_metadata=meta))
+        commit = m.TxnOffsetCommitRequest(
+            transactional_id=self.transactional_id, group_id=group_id,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()])
+
+        def commit_error(resp: Any) -> int:
+            for topic in resp.topics:
+                for part in topic.partitions:
+                    if part.error_code:
+                        return int(part.error_code)
+            return 0
+
+        await self._coordinator_request(commit, commit_error, key=group_id, key_type=0)
+
+    async def end(self, commit: bool) -> None:
+        """EndTxn (skipped when nothing was added to the transaction)."""
+        if self.partitions or self.offsets_added:
+            req = m.EndTxnRequest(
+                transactional_id=self.transactional_id, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, committed=commit)
+            await self._coordinator_request(req, lambda r: r.error_code)
+        self.partitions.clear()
+        self.offsets_added = False
+        self.state = TxnState.READY
+        self.error = None
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    async def _coordinator_request(
+        self, req: Any, error_of: Any, *, key: str | None = None, key_type: int = 1
+    ) -> Any:
+        """Send to the transaction (or group) coordinator, retrying retriable errors."""
+        deadline = time.monotonic() + self.max_block
+        txn_key = key is None
+        key = self.transactional_id if key is None else key
+        group_node: int | None = None
+        while True:
+            try:
+                if key is None:  # idempotent only: any broker answers InitProducerId
+                    node = self.client.least_loaded_node()
+                elif txn_key:
+                    if self.coordinator is None:
+                        self.coordinator = await self.client.find_coordinator(key, key_type=1)
+                    node = self.coordinator
+                else:
+                    if group_node is None:
+                        group_node = await self.client.find_coordinator(key, key_type=key_type)
+                    node = group_node
+                resp = await self.client.send(node, req, group="coordinator")
+                code = error_of(resp)
+            except Errors.KafkaError as exc:
+                if not exc.retriable or time.monotonic() + self.retry_backoff > deadline:
+                    raise
+                self.coordinator = None
+                group_node = None
+                await asyncio.sleep(self.retry_backoff)
+                continue
+            if not code:
+                return resp
+            err_cls = Errors.for_code(code)
+            if code in _COORDINATOR_MOVED:
+                if txn_key:
+                    self.coordinator = None
+                else:
+                    group_node = None
+            if err_cls.retriable or code in _COORDINATOR_MOVED or code == 51:
+                if time.monotonic() + self.retry_backoff > deadline:
+                    raise err_cls(f"{type(req).__name__} still failing after retries")
+                # CONCURRENT_TRANSACTIONS clears quickly: a short pause is enough
+                await asyncio.sleep(0.02 if code == 51 else self.retry_backoff)
+                continue
+            exc = err_cls(f"{type(req).__name__} failed")
+            self.set_error(exc)
+            raise exc
