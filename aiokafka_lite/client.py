@@ -1,0 +1,623 @@
+"""KafkaClient: bootstrap, connection pool, metadata refresher, coordinator lookup.
+
+One :class:`KafkaClient` serves one producer, consumer or admin client.
+
+* Connections are pooled per ``(node_id, group)``; ``group`` gives coordination traffic its own
+  socket so it never queues behind a long-poll fetch. Each key has its own connect task (no
+  global connect lock); concurrent senders share it.
+* Failed connects put the node in reconnect backoff: ``reconnect_backoff_ms`` doubling up to
+  ``reconnect_backoff_max_ms``, +-20 % jitter; a successful connect resets it.
+* Bootstrap addresses are pseudo-nodes with ids ``-1, -2, ...``; they are used until the first
+  metadata answer and later only as a last resort.
+* ONE refresher task owns metadata: it refreshes every ``metadata_max_age_ms`` and whenever
+  :meth:`KafkaClient.request_update` asks (requests coalesce into one future), never more often
+  than ``retry_backoff_ms``, always on the least-loaded node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+from . import errors as Errors
+from .cluster import ClusterMetadata
+from .conn import BrokerConnection, pick_version
+from .protocol import messages as m
+
+__all__ = ["KafkaClient", "parse_bootstrap"]
+
+log = logging.getLogger(__name__)
+
+_UNCONNECTED_PENALTY = 1 << 20  # least-loaded: any connected node beats an unconnected one
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2"`` or ``["h1:9092", "[::1]:9093"]`` -> ``[(host, port), ...]``."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        host, port = item, 9092
+        if item.startswith("["):  # [ipv6]:port
+            end = item.find("]")
+            if end < 0:
+                raise Errors.KafkaConfigurationError(f"bad bootstrap address {item!r}")
+            host, rest = item[1:end], item[end + 1 :]
+            if rest.startswith(":"):
+                port = int(rest[1:])
+        elif item.count(":") == 1:
+            host, p = item.split(":")
+            port = int(p)
+        out.append((host, port))
+    if not out:
+        raise Errors.KafkaConfigurationError(f"no bootstrap servers in {servers!r}")
+    return out
+
+
+class KafkaClient:
+    """Connections, metadata and coordinator lookup shared by one producer/consumer/admin."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: str | Iterable[str] = "localhost",
+        client_id: str = "aiokafka_lite",
+        request_timeout_ms: int = 40000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        connections_max_idle_ms: int = 540000,
+        max_in_flight_requests_per_connection: int = 100,
+        max_response_size: int = 100 * 1024 * 1024,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        allow_auto_topic_creation: bool = True,
+    ) -> None:
+        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self._conn_args: dict[str, Any] = dict(
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            max_in_flight=max_in_flight_requests_per_connection,
+            max_response_size=max_response_size,
+            connections_max_idle_ms=connections_max_idle_ms,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+        )
+        self.cluster = ClusterMetadata()
+        self._conns: dict[tuple[int, str], BrokerConnection] = {}
+        self._connecting: dict[tuple[int, str], asyncio.Task[BrokerConnection]] = {}
+        self._failures: dict[int, int] = {}
+        self._backoff_until: dict[int, float] = {}
+        self._topics: set[str] = set()
+        self._need_all_topics = False
+        self._api_versions: dict[int, tuple[int, int]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._md_task: asyncio.Task[None] | None = None
+        self._md_event: asyncio.Event | None = None
+        self._md_future: asyncio.Future[ClusterMetadata] | None = None
+        self._last_refresh = 0.0
+        self._last_attempt = -1e9
+        self._started = False
+        self._closed = False
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Bootstrap (each address in turn until one answers Metadata) and start the refresher."""
+        if self._started:
+            return
+        if self._closed:
+            raise Errors.IllegalStateError("KafkaClient is closed")
+        self._loop = asyncio.get_running_loop()
+        self._md_event = asyncio.Event()
+        errors: list[str] = []
+        for idx, (host, port) in enumerate(self._bootstrap):
+            node_id = -(idx + 1)
+            try:
+                conn = await self._get_conn(node_id, "default")
+                resp = await conn.send(self._metadata_request())
+                if not resp.brokers:
+                    raise Errors.KafkaConnectionError("metadata answer lists no brokers")
+            except Errors.KafkaError as exc:
+                log.info("bootstrap %s:%s failed: %s", host, port, exc)
+                errors.append(f"{host}:{port}: {exc}")
+                continue
+            self._api_versions = conn.api_versions
+            self.cluster.update_metadata(resp)
+            self._last_refresh = self._last_attempt = self._loop.time()
+            self._adopt_bootstrap_conns()
+            break
+        else:
+            raise Errors.KafkaConnectionError(
+                "Unable to bootstrap from "
+                + ", ".join(f"{h}:{p}" for h, p in self._bootstrap)
+                + " ("
+                + "; ".join(errors)
+                + ")"
+            )
+        self._started = True
+        self._md_task = self._loop.create_task(self._metadata_loop())
+
+    bootstrap = start  # aiokafka's name
+
+    async def close(self) -> None:
+        """Stop the refresher, close every connection, fail pending waiters. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        tasks: list[asyncio.Task[Any]] = []
+        if self._md_task is not None:
+            self._md_task.cancel()
+            tasks.append(self._md_task)
+        for t in list(self._connecting.values()):
+            t.cancel()
+            tasks.append(t)
+        fut = self._md_future
+        if fut is not None and not fut.done():
+            fut.set_exception(Errors.KafkaConnectionError("client closed"))
+            fut.exception()  # nobody may be waiting: mark retrieved
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close(None)
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        for conn in conns:
+            await conn.wait_closed(timeout=0.5)
+
+    async def __aenter__(self) -> KafkaClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- topics
+
+    @property
+    def need_all_topics(self) -> bool:
+        """Fetch metadata for every topic (pattern subscriptions)."""
+        return self._need_all_topics
+
+    @need_all_topics.setter
+    def need_all_topics(self, value: bool) -> None:
+        if bool(value) != self._need_all_topics:
+            self._need_all_topics = bool(value)
+            if self._started:
+                self.request_update()
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """Topics whose metadata the refresher fetches."""
+        return frozenset(self._topics)
+
+    def add_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
+        """Track more topics; returns the refresh future (already done if nothing changed)."""
+        new = set(topics) - self._topics
+        if new:
+            self._topics |= new
+            return self.request_update()
+        return self._done_future()
+
+    add_topic = add_topics
+
+    def set_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
+        """Track exactly ``topics``; returns the refresh future (done if nothing changed)."""
+        new = set(topics)
+        if new != self._topics:
+            added = new - self._topics
+            self._topics = new
+            if added:
+                return self.request_update()
+        return self._done_future()
+
+    def _done_future(self) -> asyncio.Future[ClusterMetadata]:
+        fut: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.cluster)
+        return fut
+
+    # -------------------------------------------------------------- metadata
+
+    def _metadata_request(self) -> Any:
+        topics = None
+        if not self._need_all_topics:
+            topics = [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._topics)]
+        return m.MetadataRequest(
+            topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation
+        )
+
+    def request_update(self) -> asyncio.Future[ClusterMetadata]:
+        """Ask for a refresh; returns a future resolved with the cluster after the next success.
+
+        Calls before the refresh starts share one future. The future only resolves on success:
+        wait on it with a timeout (it fails with KafkaConnectionError when the client closes).
+        """
+        if self._closed:
+            raise Errors.KafkaConnectionError("client closed")
+        fut = self._md_future
+        if fut is None or fut.done():
+            fut = self._md_future = asyncio.get_running_loop().create_future()
+        if self._md_event is not None:
+            self._md_event.set()
+        return fut
+
+    async def force_metadata_update(self) -> bool:
+        """Refresh now; True on success, False if no refresh succeeded in request_timeout_ms."""
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(self.request_update()), self.request_timeout_ms / 1000
+            )
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def wait_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int]:
+        """Partition ids of ``topic``, refreshing metadata until known; KafkaTimeoutError after."""
+        loop = asyncio.get_running_loop()
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        deadline = loop.time() + timeout
+        self.add_topics([topic])
+        while True:
+            parts = self.cluster.partitions_for_topic(topic)
+            if parts:
+                return parts
+            code = self.cluster.topic_error(topic)
+            if code and not Errors.for_code(code).retriable:
+                raise Errors.for_code(code)(f"metadata for topic {topic!r}")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(asyncio.shield(self.request_update()), remaining)
+            except asyncio.TimeoutError:
+                break
+        raise Errors.KafkaTimeoutError(
+            f"topic {topic!r} not found in metadata after {timeout * 1000:.0f} ms"
+        )
+
+    async def _metadata_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        event = self._md_event
+        assert event is not None
+        backoff = self.retry_backoff_ms / 1000
+        while True:
+            fut = self._md_future
+            if fut is None or fut.done():
+                wait = self._last_refresh + self.metadata_max_age_ms / 1000 - loop.time()
+                if wait > 0:
+                    try:
+                        await asyncio.wait_for(event.wait(), wait)
+                    except asyncio.TimeoutError:
+                        pass
+            gap = self._last_attempt + backoff - loop.time()
+            if gap > 0:
+                await asyncio.sleep(gap)
+            event.clear()
+            fut, self._md_future = self._md_future, None
+            self._last_attempt = loop.time()
+            ok = await self._refresh_once()
+            if ok:
+                self._last_refresh = loop.time()
+                if fut is not None and not fut.done():
+                    fut.set_result(self.cluster)
+            else:
+                if fut is not None and not fut.done():
+                    self._requeue(fut)
+                event.set()  # retry after retry_backoff_ms
+
+    def _requeue(self, fut: asyncio.Future[ClusterMetadata]) -> None:
+        """A refresh failed: its waiters wait for the next one (merged with newer waiters)."""
+        newer = self._md_future
+        if newer is None or newer.done():
+            self._md_future = fut
+        else:
+            newer.add_done_callback(functools.partial(_chain, dst=fut))
+
+    async def _refresh_once(self) -> bool:
+        node_id = self.least_loaded_node()
+        try:
+            resp = await self.send(node_id, self._metadata_request())
+        except asyncio.CancelledError:
+            raise
+        except Errors.KafkaError as exc:
+            log.info("metadata refresh via node %s failed: %s", node_id, exc)
+            return False
+        if not resp.brokers:
+            log.warning("ignoring a metadata answer without brokers from node %s", node_id)
+            return False
+        self.cluster.update_metadata(resp)
+        self._adopt_bootstrap_conns()
+        return True
+
+    def _adopt_bootstrap_conns(self) -> None:
+        """Re-key bootstrap connections to the real node at the same address; close the rest."""
+        by_addr = {(b.host, b.port): int(b.nodeId) for b in self.cluster.brokers()}
+        for key, conn in list(self._conns.items()):
+            node_id, group = key
+            if node_id >= 0:
+                continue
+            del self._conns[key]
+            real = by_addr.get((conn.host, conn.port))
+            if real is not None and conn.connected and (real, group) not in self._conns:
+                conn.node_id = real
+                self._conns[(real, group)] = conn
+            else:
+                conn.close(None)
+
+    # ------------------------------------------------------------ node choice
+
+    def least_loaded_node(self) -> int:
+        """The node with the fewest in-flight requests.
+
+        Connected nodes first, then connectable ones; nodes in reconnect backoff are skipped;
+        bootstrap addresses (negative ids) are the last resort. If every candidate is backing
+        off, the one whose backoff ends first.
+        """
+        now = self._loop.time() if self._loop is not None else 0.0
+        brokers = [int(b.nodeId) for b in self.cluster.brokers()]
+        best, best_score = None, None
+        n = len(brokers)
+        offset = random.randrange(n) if n > 1 else 0
+        for i in range(n):
+            node_id = brokers[(offset + i) % n]
+            conn = self._conns.get((node_id, "default"))
+            if conn is not None and conn.connected:
+                score = conn.in_flight
+                if score == 0:
+                    return node_id
+            elif self._backoff_until.get(node_id, 0.0) > now:
+                continue
+            else:
+                score = _UNCONNECTED_PENALTY
+            if best_score is None or score < best_score:
+                best, best_score = node_id, score
+        if best is not None:
+            return best
+        for idx in range(len(self._bootstrap)):
+            if self._backoff_until.get(-(idx + 1), 0.0) <= now:
+                return -(idx + 1)
+        candidates = brokers + [-(i + 1) for i in range(len(self._bootstrap))]
+        return min(candidates, key=lambda nid: self._backoff_until.get(nid, 0.0))
+
+    # ----------------------------------------------------------- connections
+
+    def is_connected(self, node_id: int, group: str = "default") -> bool:
+        """True if a handshaken connection to ``node_id`` (for ``group``) is open."""
+        conn = self._conns.get((node_id, group))
+        return conn is not None and conn.connected
+
+    async def ready(self, node_id: int, group: str = "default") -> bool:
+        """Connect to ``node_id`` if needed; False (no exception) when that fails."""
+        try:
+            await self._get_conn(node_id, group)
+            return True
+        except Errors.KafkaError:
+            return False
+
+    def in_backoff(self, node_id: int) -> bool:
+        """True while ``node_id`` is waiting out a reconnect backoff."""
+        return self._loop is not None and self._backoff_until.get(node_id, 0.0) > self._loop.time()
+
+    async def _get_conn(
+        self, node_id: int, group: str, timeout_ms: float | None = None
+    ) -> BrokerConnection:
+        if self._closed:
+            raise Errors.KafkaConnectionError("client closed")
+        key = (node_id, group)
+        conn = self._conns.get(key)
+        if conn is not None and conn.connected:
+            return conn
+        task = self._connecting.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._connect(node_id, group))
+            self._connecting[key] = task
+            task.add_done_callback(functools.partial(self._connect_done, key))
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        timeout += self.reconnect_backoff_max_ms / 1000
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            raise Errors.KafkaConnectionError(
+                f"connecting to node {node_id} did not finish within {timeout * 1000:.0f} ms"
+            ) from None
+        except asyncio.CancelledError:
+            if task.cancelled() and not self._closed:
+                raise Errors.KafkaConnectionError(f"connect to node {node_id} cancelled") from None
+            raise
+
+    def _connect_done(self, key: tuple[int, str], task: asyncio.Task[BrokerConnection]) -> None:
+        if self._connecting.get(key) is task:
+            del self._connecting[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here; the waiters re-raise it
+
+    def _address(self, node_id: int) -> tuple[str, int]:
+        if node_id < 0:
+            idx = -node_id - 1
+            if idx < len(self._bootstrap):
+                return self._bootstrap[idx]
+        else:
+            broker = self.cluster.broker_metadata(node_id)
+            if broker is not None:
+                return broker.host, broker.port
+        raise Errors.KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+
+    async def _connect(self, node_id: int, group: str) -> BrokerConnection:
+        loop = asyncio.get_running_loop()
+        delay = self._backoff_until.get(node_id, 0.0) - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        try:
+            host, port = self._address(node_id)
+        except Errors.KafkaConnectionError:
+            if self._started and not self._closed:
+                self.request_update()
+            raise
+        conn = BrokerConnection(
+            host,
+            port,
+            node_id=node_id,
+            group=group,
+            on_close=self._on_conn_close,
+            **self._conn_args,
+        )
+        try:
+            await conn.connect()
+        except Errors.KafkaError:
+            n = self._failures.get(node_id, 0) + 1
+            self._failures[node_id] = n
+            base = min(
+                self.reconnect_backoff_max_ms, self.reconnect_backoff_ms * 2 ** min(n - 1, 30)
+            )
+            self._backoff_until[node_id] = loop.time() + base * random.uniform(0.8, 1.2) / 1000
+            raise
+        self._failures.pop(node_id, None)
+        self._backoff_until.pop(node_id, None)
+        if self._closed:
+            conn.close(None)
+            raise Errors.KafkaConnectionError("client closed")
+        self._conns[(node_id, group)] = conn
+        self._api_versions = conn.api_versions
+        return conn
+
+    def _on_conn_close(self, conn: BrokerConnection, reason: BaseException | None) -> None:
+        key = (conn.node_id if conn.node_id is not None else 0, conn.group)
+        if self._conns.get(key) is conn:
+            del self._conns[key]
+        if reason is not None and self._started and not self._closed:
+            self.request_update()  # a broken connection often means the metadata moved
+
+    # ------------------------------------------------------------------ send
+
+    async def send(
+        self,
+        node_id: int,
+        request: Any,
+        *,
+        group: str = "default",
+        timeout_ms: float | None = None,
+        expect_response: bool = True,
+    ) -> Any:
+        """Send ``request`` to ``node_id`` (connecting on demand) and return the response.
+
+        ``expect_response=False`` (acks=0 produce) returns None once written.
+        """
+        conn = self._conns.get((node_id, group))
+        if conn is None or not conn.connected:
+            conn = await self._get_conn(node_id, group, timeout_ms)
+        return await conn.send(request, expect_response=expect_response, timeout_ms=timeout_ms)
+
+    async def send_least_loaded(self, request: Any, *, timeout_ms: float | None = None) -> Any:
+        """Send ``request`` to :meth:`least_loaded_node`."""
+        return await self.send(self.least_loaded_node(), request, timeout_ms=timeout_ms)
+
+    def supports(self, request_class: type, min_version: int = 0) -> bool:
+        """True if the brokers (as last negotiated) and the client share ``min_version``+."""
+        try:
+            return pick_version(request_class, self._api_versions, "broker") >= min_version
+        except Errors.UnsupportedVersionError:
+            return False
+
+    @property
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """The broker's api key -> (min, max) ranges from the most recent handshake."""
+        return dict(self._api_versions)
+
+    def api_version(self, request_class: type, node_id: int | None = None) -> int:
+        """The wire version used for ``request_class`` (a node's connection, else the last seen)."""
+        if node_id is not None:
+            conn = self._conns.get((node_id, "default"))
+            if conn is not None:
+                return conn.version_for(request_class)
+        return pick_version(request_class, self._api_versions, "broker")
+
+    # ----------------------------------------------------------- coordinator
+
+    async def find_coordinator(
+        self, key: str, key_type: int = 0, timeout_ms: float | None = None
+    ) -> int:
+        """Node id of the group (key_type 0) or transaction (1) coordinator for ``key``.
+
+        Retries retriable errors (coordinator not available / loading, connection errors) every
+        ``retry_backoff_ms`` until ``timeout_ms`` (default request_timeout_ms), then raises the
+        last error.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (
+            (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        )
+        last: Errors.KafkaError | None = None
+        # Both request shapes are filled; the codec writes the one the chosen version has.
+        request = m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
+        while True:
+            remaining_ms = (deadline - loop.time()) * 1000
+            if remaining_ms <= 0:
+                break
+            node_id = self.least_loaded_node()
+            try:
+                resp = await self.send(node_id, request, timeout_ms=remaining_ms)
+            except Errors.KafkaError as exc:
+                if not exc.retriable and not isinstance(exc, Errors.KafkaTimeoutError):
+                    raise
+                last = exc
+            else:
+                if resp.coordinators:  # v4+ batched shape
+                    c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
+                    code, msg, nid, host, port = (
+                        c.error_code,
+                        c.error_message,
+                        c.node_id,
+                        c.host,
+                        c.port,
+                    )
+                else:
+                    code, msg = resp.error_code, resp.error_message
+                    nid, host, port = resp.node_id, resp.host, resp.port
+                if not code:
+                    self.cluster.add_coordinator(nid, host, port)
+                    return int(nid)
+                err_cls = Errors.for_code(code)
+                err = err_cls(msg or f"FindCoordinator({key!r}, key_type={key_type})")
+                if not err_cls.retriable:
+                    raise err
+                last = err
+            sleep = min(self.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))
+            if sleep <= 0:
+                break
+            await asyncio.sleep(sleep)
+        if last is not None:
+            raise last
+        raise Errors.KafkaTimeoutError(f"FindCoordinator({key!r}) timed out")
+
+
+def _chain(src: asyncio.Future[ClusterMetadata], dst: asyncio.Future[ClusterMetadata]) -> None:
+    if dst.done():
+        return
+    if src.cancelled():
+        dst.cancel()
+    elif src.exception() is not None:
+        dst.set_exception(src.exception())  # type: ignore[arg-type]
+        dst.exception()
+    else:
+        dst.set_result(src.result())

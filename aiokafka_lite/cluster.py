@@ -1,0 +1,247 @@
+"""Cluster metadata cache (no I/O): brokers, controller, topics, partitions, leaders.
+
+:class:`ClusterMetadata` holds one immutable *snapshot*; :meth:`ClusterMetadata.update_metadata`
+builds a new snapshot from a MetadataResponse and swaps it in with one assignment, so a reader
+never sees half an update. Listeners run after each successful update.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import for_code
+from .structs import BrokerMetadata, PartitionMetadata, TopicPartition
+
+__all__ = ["ClusterMetadata"]
+
+log = logging.getLogger(__name__)
+
+_TOPIC_AUTHORIZATION_FAILED = 29
+_INVALID_TOPIC = 17
+
+Listener = Callable[["ClusterMetadata"], Any]
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    brokers: dict[int, BrokerMetadata] = field(default_factory=dict)
+    partitions: dict[str, dict[int, PartitionMetadata]] = field(default_factory=dict)
+    topic_errors: dict[str, int] = field(default_factory=dict)
+    topic_ids: dict[str, Any] = field(default_factory=dict)
+    internal: frozenset[str] = frozenset()
+    unauthorized: frozenset[str] = frozenset()
+    by_broker: dict[int, frozenset[TopicPartition]] = field(default_factory=dict)
+    cluster_id: str | None = None
+    controller_id: int = -1
+
+
+class ClusterMetadata:
+    """A snapshot cache of cluster metadata, updated by :class:`~aiokafka_lite.client.KafkaClient`.
+
+    Method names follow aiokafka's ``ClusterMetadata``.
+    """
+
+    def __init__(self) -> None:
+        self._snap = _Snapshot()
+        self._coordinators: dict[int, BrokerMetadata] = {}
+        self._listeners: list[Listener] = []
+        #: number of successful updates so far (0 before the first one)
+        self.version = 0
+
+    # ---------------------------------------------------------------- brokers
+
+    def brokers(self) -> set[BrokerMetadata]:
+        """All brokers in the latest metadata."""
+        return set(self._snap.brokers.values())
+
+    def broker_metadata(self, node_id: int) -> BrokerMetadata | None:
+        """The broker with ``node_id`` (also coordinators learnt via FindCoordinator)."""
+        b = self._snap.brokers.get(node_id)
+        return b if b is not None else self._coordinators.get(node_id)
+
+    def add_coordinator(self, node_id: int, host: str, port: int, rack: str | None = None) -> None:
+        """Remember a coordinator's address (it may be absent from the brokers list)."""
+        self._coordinators[node_id] = BrokerMetadata(node_id, host, port, rack)
+
+    @property
+    def controller(self) -> BrokerMetadata | None:
+        """The controller broker, when known (aiokafka returns BrokerMetadata here too)."""
+        return self._snap.brokers.get(self._snap.controller_id)
+
+    @property
+    def controller_id(self) -> int:
+        """The controller's node id, or -1."""
+        return self._snap.controller_id
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster id reported by the brokers (None on very old brokers)."""
+        return self._snap.cluster_id
+
+    # ----------------------------------------------------------------- topics
+
+    def topics(self, exclude_internal_topics: bool = True) -> set[str]:
+        """Names of topics with partition metadata (internal topics excluded by default)."""
+        names = set(self._snap.partitions)
+        if exclude_internal_topics:
+            names -= self._snap.internal
+        return names
+
+    @property
+    def internal_topics(self) -> frozenset[str]:
+        """Topics the broker flags as internal (``__consumer_offsets`` ...)."""
+        return self._snap.internal
+
+    @property
+    def unauthorized_topics(self) -> frozenset[str]:
+        """Topics answered with TOPIC_AUTHORIZATION_FAILED in the latest update."""
+        return self._snap.unauthorized
+
+    def topic_error(self, topic: str) -> int:
+        """The topic-level error code of the latest update (0 when fine or not asked for)."""
+        return self._snap.topic_errors.get(topic, 0)
+
+    def topic_id(self, topic: str) -> Any:
+        """The topic's uuid (zero uuid on brokers that do not report ids), or None if unknown."""
+        return self._snap.topic_ids.get(topic)
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """All partition ids of ``topic``, or None if the topic is unknown."""
+        parts = self._snap.partitions.get(topic)
+        return None if parts is None else set(parts)
+
+    def available_partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition ids of ``topic`` that have a leader, or None if the topic is unknown."""
+        parts = self._snap.partitions.get(topic)
+        if parts is None:
+            return None
+        return {p for p, meta in parts.items() if meta.leader >= 0}
+
+    def leader_for_partition(self, partition: TopicPartition) -> int | None:
+        """Leader node id of ``partition``: None if unknown, -1 if it currently has no leader."""
+        parts = self._snap.partitions.get(partition.topic)
+        if parts is None:
+            return None
+        meta = parts.get(partition.partition)
+        return None if meta is None else meta.leader
+
+    def partition_metadata(self, partition: TopicPartition) -> PartitionMetadata | None:
+        """Full metadata of one partition (leader, replicas, isr, leader epoch ...)."""
+        parts = self._snap.partitions.get(partition.topic)
+        return None if parts is None else parts.get(partition.partition)
+
+    def partitions_for_broker(self, node_id: int) -> set[TopicPartition] | None:
+        """Partitions led by ``node_id`` (None when it leads none)."""
+        tps = self._snap.by_broker.get(node_id)
+        return None if tps is None else set(tps)
+
+    # -------------------------------------------------------------- listeners
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(cluster)`` after every successful update."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener`` (no error if it was not registered)."""
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            pass
+
+    # ----------------------------------------------------------------- update
+
+    def update_metadata(self, metadata: Any) -> None:
+        """Replace the snapshot with the content of a decoded MetadataResponse."""
+        brokers = {
+            b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in metadata.brokers
+        }
+        partitions: dict[str, dict[int, PartitionMetadata]] = {}
+        topic_errors: dict[str, int] = {}
+        topic_ids: dict[str, Any] = {}
+        internal: set[str] = set()
+        unauthorized: set[str] = set()
+        by_broker: dict[int, set[TopicPartition]] = {}
+        for t in metadata.topics:
+            name = t.name
+            if name is None:  # v12+ may answer by id only for unknown ids
+                continue
+            if t.error_code:
+                topic_errors[name] = t.error_code
+                if t.error_code == _TOPIC_AUTHORIZATION_FAILED:
+                    unauthorized.add(name)
+            if t.is_internal:
+                internal.add(name)
+            topic_ids[name] = t.topic_id
+            if not t.partitions:
+                continue
+            parts: dict[int, PartitionMetadata] = {}
+            for p in t.partitions:
+                meta = PartitionMetadata(
+                    name,
+                    p.partition_index,
+                    p.leader_id,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    for_code(p.error_code)() if p.error_code else None,
+                    p.leader_epoch,
+                    list(p.offline_replicas),
+                )
+                parts[p.partition_index] = meta
+                if p.leader_id >= 0:
+                    by_broker.setdefault(p.leader_id, set()).add(
+                        TopicPartition(name, p.partition_index)
+                    )
+            partitions[name] = parts
+        controller_id = metadata.controller_id
+        if controller_id is None:
+            controller_id = -1
+        self._snap = _Snapshot(
+            brokers=brokers,
+            partitions=partitions,
+            topic_errors=topic_errors,
+            topic_ids=topic_ids,
+            internal=frozenset(internal),
+            unauthorized=frozenset(unauthorized),
+            by_broker={k: frozenset(v) for k, v in by_broker.items()},
+            cluster_id=metadata.cluster_id,
+            controller_id=controller_id,
+        )
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:  # a listener bug must not break metadata updates
+                log.exception("cluster metadata listener %r failed", listener)
+
+    def with_partitions(self, partitions: Iterable[PartitionMetadata]) -> None:
+        """Add or replace partitions in place (tests and manual seeding)."""
+        snap = self._snap
+        new_parts = {t: dict(p) for t, p in snap.partitions.items()}
+        for meta in partitions:
+            new_parts.setdefault(meta.topic, {})[meta.partition] = meta
+        by_broker: dict[int, set[TopicPartition]] = {}
+        for t, parts in new_parts.items():
+            for p, meta in parts.items():
+                if meta.leader >= 0:
+                    by_broker.setdefault(meta.leader, set()).add(TopicPartition(t, p))
+        self._snap = _Snapshot(
+            brokers=snap.brokers,
+            partitions=new_parts,
+            topic_errors=snap.topic_errors,
+            topic_ids=snap.topic_ids,
+            internal=snap.internal,
+            unauthorized=snap.unauthorized,
+            by_broker={k: frozenset(v) for k, v in by_broker.items()},
+            cluster_id=snap.cluster_id,
+            controller_id=snap.controller_id,
+        )
+
+    def __repr__(self) -> str:
+        s = self._snap
+        return (
+            f"ClusterMetadata(brokers={len(s.brokers)}, topics={len(s.partitions)}, "
+            f"controller={s.controller_id}, version={self.version})"
+        )

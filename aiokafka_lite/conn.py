@@ -1,0 +1,567 @@
+"""One asyncio stream to one Kafka broker: framing, pipelining, deadlines.
+
+:class:`BrokerConnection` owns a TCP (optionally TLS) stream. Requests are written as soon as
+they are sent (pipelined, up to ``max_in_flight`` awaiting a response); a single reader task
+splits the response stream into frames and resolves the future registered under each
+correlation id.
+
+Invariants (the ones a reader of this file needs to trust it):
+
+* Kafka answers the requests of one connection in order. A request whose deadline passes
+  therefore makes the whole stream untrustworthy: it fails with ``KafkaTimeoutError`` and the
+  connection is closed.
+* Closing, for whatever reason, fails *every* pending request at once (``KafkaConnectionError``,
+  except the request whose response was malformed, which gets the ``KafkaProtocolError``).
+* A frame's size is checked against ``max_response_size`` before anything is read, so a hostile
+  or corrupt size never allocates.
+* Wire versions are chosen here, per request class, from the broker's ApiVersions answer:
+  ``min(client max, broker max)``; code above never sees a version number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import struct
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from . import errors as Errors
+from .protocol import decode_response, encode_request
+from .protocol import messages as m
+
+__all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
+
+log = logging.getLogger(__name__)
+
+#: Sent in ApiVersions v3+ (the broker only accepts ``[a-zA-Z0-9.-]`` here).
+CLIENT_SOFTWARE_NAME = "aiokafka-lite"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+_I32 = struct.Struct(">i")
+_UNSUPPORTED_VERSION = 35
+_API_VERSIONS_KEY = 18
+# error_code int16 35 right after the 4-byte correlation id of an ApiVersions response
+_API_VERSIONS_UNSUPPORTED = b"\x00\x23"
+
+CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
+
+
+def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
+    """``min(client max, broker max)`` for ``request_class``; both minimums must be met.
+
+    ``api_versions`` maps api key -> (broker min, broker max) as learnt from ApiVersions.
+    Raises ``UnsupportedVersionError`` with both ranges in the message otherwise.
+    """
+    key = request_class.API_KEY  # type: ignore[attr-defined]
+    cmin, cmax = request_class.MIN_VERSION, request_class.MAX_VERSION  # type: ignore[attr-defined]
+    rng = api_versions.get(key)
+    if rng is None:
+        raise Errors.UnsupportedVersionError(
+            f"{where} does not support {request_class.__name__} (api key {key})"
+        )
+    bmin, bmax = rng
+    version = min(cmax, bmax)
+    if version < cmin or version < bmin:
+        raise Errors.UnsupportedVersionError(
+            f"no common version for {request_class.__name__} (api key {key}): client supports "
+            f"v{cmin}-v{cmax}, {where} supports v{bmin}-v{bmax}"
+        )
+    return int(version)
+
+
+class BrokerConnection:
+    """A pipelined request/response connection to one broker.
+
+    Create it, ``await connect()`` (TCP/TLS, ApiVersions, SASL), then ``await send(request)``
+    from any number of tasks. ``close()`` is synchronous and idempotent.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int | None = None,
+        group: str = "default",
+        address: str | None = None,
+        client_id: str = "aiokafka_lite",
+        request_timeout_ms: int = 40000,
+        max_in_flight: int = 100,
+        max_response_size: int = 100 * 1024 * 1024,
+        connections_max_idle_ms: int | None = 540000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        on_close: CloseCallback | None = None,
+    ) -> None:
+        if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"unknown security_protocol {security_protocol!r}")
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self.host = host
+        self.port = port
+        self.address = address or host
+        self.node_id = node_id
+        self.group = group
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        self.max_response_size = max_response_size
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.security_protocol = security_protocol
+        self.ssl_context = ssl_context
+        self.sasl_mechanism = sasl_mechanism
+        self.sasl_plain_username = sasl_plain_username
+        self.sasl_plain_password = sasl_plain_password
+        self._on_close = on_close
+
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._transport: Any = None
+        self._high_water = 64 * 1024
+        self._reader_task: asyncio.Task[None] | None = None
+        self._idle_handle: asyncio.TimerHandle | None = None
+        # correlation id -> (future, request class, version, deadline timer)
+        self._pending: dict[int, tuple[asyncio.Future[Any], Any, int, asyncio.TimerHandle]] = {}
+        self._slots = 0  # requests holding an in-flight slot (sent or being sent)
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._next_corr = 0
+        self._versions: dict[type, int] = {}
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._connected = False
+        self._closed = False
+        self.close_reason: BaseException | None = None
+        self.last_activity = 0.0
+
+    # ------------------------------------------------------------------ state
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("connected" if self._connected else "connecting")
+        return (
+            f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {self.group} {state}>"
+        )
+
+    @property
+    def connected(self) -> bool:
+        """True once the handshake finished and until the connection closes."""
+        return self._connected and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` (or a failure that closed the stream)."""
+        return self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests awaiting a response plus sends waiting for an in-flight slot."""
+        return self._slots + len(self._slot_waiters)
+
+    # ---------------------------------------------------------------- connect
+
+    async def connect(self, timeout_ms: int | None = None) -> None:
+        """Open the stream, negotiate API versions and authenticate; bounded by ``timeout_ms``.
+
+        Raises ``KafkaConnectionError`` (unreachable, reset), ``KafkaTimeoutError`` or the
+        broker's own error (e.g. ``UnsupportedVersionError``, SASL failures).
+        """
+        if self._closed or self._reader is not None:
+            raise Errors.IllegalStateError("BrokerConnection.connect() may be called once")
+        loop = self._loop = asyncio.get_running_loop()
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        deadline = loop.time() + timeout
+        use_ssl = self.security_protocol in ("SSL", "SASL_SSL")
+        ctx: ssl.SSLContext | None = None
+        if use_ssl:
+            ctx = self.ssl_context or ssl.create_default_context()
+        if ctx is not None:
+            opening = asyncio.open_connection(
+                self.address, self.port, ssl=ctx, server_hostname=self.host, limit=1 << 20
+            )
+        else:
+            opening = asyncio.open_connection(self.address, self.port, limit=1 << 20)
+        try:
+            self._reader, self._writer = await asyncio.wait_for(opening, timeout)
+        except asyncio.TimeoutError:
+            self._fail_connect()
+            raise Errors.KafkaConnectionError(
+                f"connect to {self.host}:{self.port} timed out after {timeout * 1000:.0f} ms"
+            ) from None
+        except (OSError, ssl.SSLError) as exc:
+            self._fail_connect()
+            raise Errors.KafkaConnectionError(
+                f"cannot connect to {self.host}:{self.port}: {exc}"
+            ) from exc
+        self._transport = self._writer.transport  # type: ignore[union-attr]
+        try:
+            self._high_water = max(self._transport.get_write_buffer_limits()[1], 16 * 1024)
+        except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
+            pass
+        self.last_activity = loop.time()
+        self._reader_task = loop.create_task(self._read_loop())
+        try:
+            await self._negotiate_versions(deadline)
+            if self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+                from ._sasl import authenticate
+
+                await authenticate(self, deadline)
+        except BaseException as exc:
+            self.close(exc if isinstance(exc, Errors.KafkaError) else None)
+            raise
+        self._connected = True
+        self._schedule_idle_check()
+
+    def _fail_connect(self) -> None:
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close(self, None)
+
+    def _remaining_ms(self, deadline: float) -> float:
+        assert self._loop is not None
+        return max((deadline - self._loop.time()) * 1000, 1.0)
+
+    async def _negotiate_versions(self, deadline: float) -> None:
+        req_cls = m.ApiVersionsRequest
+        req = req_cls(
+            client_software_name=CLIENT_SOFTWARE_NAME,
+            client_software_version=CLIENT_SOFTWARE_VERSION,
+        )
+        version = req_cls.MAX_VERSION
+        resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
+        if resp.error_code == _UNSUPPORTED_VERSION:
+            # The broker answered in the v0 body format and listed its own ApiVersions range.
+            theirs = [k for k in resp.api_keys if k.api_key == _API_VERSIONS_KEY]
+            version = min(theirs[0].max_version, req_cls.MAX_VERSION) if theirs else 0
+            resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
+        if resp.error_code:
+            raise Errors.for_code(resp.error_code)(
+                f"ApiVersions v{version} to {self.host}:{self.port} failed"
+            )
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    # ------------------------------------------------------------ versions
+
+    def version_for(self, request_class: type) -> int:
+        """The wire version this connection uses for ``request_class`` (cached).
+
+        Raises ``UnsupportedVersionError`` when the client's and the broker's ranges do not meet.
+        """
+        version = self._versions.get(request_class)
+        if version is None:
+            version = pick_version(
+                request_class,
+                self.api_versions,
+                f"broker {self.host}:{self.port} (node {self.node_id})",
+            )
+            self._versions[request_class] = version
+        return version
+
+    def supports(self, request_class: type, min_version: int = 0) -> bool:
+        """True when this connection can use ``request_class`` at ``min_version`` or newer."""
+        try:
+            return self.version_for(request_class) >= min_version
+        except Errors.UnsupportedVersionError:
+            return False
+
+    # ------------------------------------------------------------------ send
+
+    async def send(
+        self,
+        request: Any,
+        *,
+        expect_response: bool = True,
+        timeout_ms: float | None = None,
+        _version: int | None = None,
+    ) -> Any:
+        """Write ``request`` and (unless ``expect_response`` is False) await its response.
+
+        ``expect_response=False`` is for acks=0 produce: nothing is registered and the call
+        returns None once the frame is handed to the transport.
+        """
+        if self._closed:
+            raise self._closed_error()
+        loop = self._loop
+        assert loop is not None, "connect() first"
+        cls = type(request)
+        version = _version if _version is not None else self._versions.get(cls)
+        if version is None:
+            version = self.version_for(cls)
+        deadline = loop.time() + (
+            (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        )
+
+        if not expect_response:
+            corr = self._next_corr
+            self._next_corr = (corr + 1) & 0x7FFFFFFF
+            self._write(encode_request(request, version, corr, self.client_id))
+            if self._transport.get_write_buffer_size() > self._high_water:
+                await self._drain(deadline)
+            return None
+
+        if self._slots >= self.max_in_flight or self._slot_waiters:
+            await self._wait_slot(deadline)
+        else:
+            self._slots += 1
+        corr = self._next_corr
+        self._next_corr = (corr + 1) & 0x7FFFFFFF
+        try:
+            frame = encode_request(request, version, corr, self.client_id)
+        except BaseException:
+            self._release_slot()
+            raise
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending[corr] = (fut, cls, version, loop.call_at(deadline, self._expire, corr))
+        self._write(frame)
+        if self._transport.get_write_buffer_size() > self._high_water:
+            await self._drain(deadline)
+        return await fut
+
+    def _write(self, frame: bytes | bytearray) -> None:
+        self.last_activity = self._loop.time()  # type: ignore[union-attr]
+        self._writer.write(frame)  # type: ignore[union-attr]
+
+    async def _drain(self, deadline: float) -> None:
+        try:
+            await asyncio.wait_for(
+                self._writer.drain(),  # type: ignore[union-attr]
+                max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
+            )
+        except asyncio.TimeoutError:
+            err = Errors.KafkaTimeoutError(
+                f"write to {self.host}:{self.port} blocked past the request deadline"
+            )
+            self.close(err)
+            raise err from None
+        except (OSError, RuntimeError) as exc:
+            self.close(Errors.KafkaConnectionError(f"write to {self.host}:{self.port}: {exc}"))
+            raise self._closed_error() from exc
+
+    async def _wait_slot(self, deadline: float) -> None:
+        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        self._slot_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(
+                waiter,
+                max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
+            )
+        except asyncio.TimeoutError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release_slot()  # the slot was handed over just as the deadline hit
+            raise Errors.KafkaTimeoutError(
+                f"no in-flight slot on {self.host}:{self.port} before the request deadline "
+                f"({self.max_in_flight} requests in flight)"
+            ) from None
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release_slot()
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+            try:
+                self._slot_waiters.remove(waiter)
+            except ValueError:
+                pass
+
+    def _release_slot(self) -> None:
+        """Give a freed in-flight slot to the oldest live waiter, else return it."""
+        waiters = self._slot_waiters
+        while waiters:
+            w = waiters.popleft()
+            if not w.done():
+                w.set_result(None)  # the slot moves to the waiter: _slots unchanged
+                return
+        self._slots -= 1
+
+    # ------------------------------------------------------------------ read
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        pending = self._pending
+        max_size = self.max_response_size
+        unpack = _I32.unpack_from
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (size,) = unpack(head)
+                if size < 4 or size > max_size:
+                    raise Errors.KafkaProtocolError(
+                        f"response frame size {size} from {self.host}:{self.port} is outside "
+                        f"4..{max_size} (max_response_size)"
+                    )
+                payload = await reader.readexactly(size)
+                (corr,) = unpack(payload)
+                entry = pending.pop(corr, None)
+                if entry is None:
+                    raise Errors.CorrelationIdError(
+                        f"response from {self.host}:{self.port} has correlation id {corr}, "
+                        f"which matches no pending request"
+                    )
+                fut, cls, version, timer = entry
+                timer.cancel()
+                self._release_slot()
+                if fut.done():  # the caller gave up (cancelled); the stream stays in sync
+                    continue
+                if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
+                    version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
+                try:
+                    resp = decode_response(cls, version, payload)
+                except Errors.KafkaError as exc:
+                    fut.set_exception(exc)
+                    continue
+                except Exception as exc:  # a codec bug must not kill the reader silently
+                    fut.set_exception(
+                        Errors.KafkaProtocolError(
+                            f"cannot decode {cls.__name__} v{version}: {exc!r}"
+                        )
+                    )
+                    continue
+                fut.set_result(resp)
+        except asyncio.CancelledError:
+            raise
+        except asyncio.IncompleteReadError as exc:
+            self.close(
+                Errors.KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} closed by the broker"
+                    + (
+                        f" in the middle of a frame ({len(exc.partial)} bytes read)"
+                        if exc.partial
+                        else ""
+                    )
+                )
+            )
+        except Errors.KafkaError as exc:
+            self._fail_head(exc)
+            self.close(exc)
+        except (OSError, ssl.SSLError) as exc:
+            self.close(Errors.KafkaConnectionError(f"connection to {self.host}:{self.port}: {exc}"))
+        except Exception as exc:  # pragma: no cover - defensive
+            log.exception("reader for %s crashed", self)
+            self.close(Errors.KafkaConnectionError(f"reader crashed: {exc!r}"))
+
+    def _fail_head(self, exc: BaseException) -> None:
+        """Give a framing error to the oldest pending request (the one the bad frame answered)."""
+        for corr, (fut, _cls, _v, timer) in self._pending.items():
+            timer.cancel()
+            del self._pending[corr]
+            self._slots -= 1
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+
+    def _expire(self, corr: int) -> None:
+        entry = self._pending.get(corr)
+        if entry is None:
+            return
+        fut, cls, version, _timer = entry
+        del self._pending[corr]
+        self._slots -= 1
+        if not fut.done():
+            fut.set_exception(
+                Errors.KafkaTimeoutError(
+                    f"{cls.__name__} v{version} to node {self.node_id} ({self.host}:{self.port}) "
+                    f"got no response before its deadline"
+                )
+            )
+        self.close(
+            Errors.KafkaConnectionError(
+                f"connection to {self.host}:{self.port} closed: an earlier request timed out"
+            )
+        )
+
+    # ----------------------------------------------------------------- close
+
+    def _closed_error(self) -> Errors.KafkaConnectionError:
+        reason = f": {self.close_reason}" if self.close_reason is not None else ""
+        return Errors.KafkaConnectionError(
+            f"connection to node {self.node_id} ({self.host}:{self.port}) is closed{reason}"
+        )
+
+    def close(self, reason: BaseException | None = None) -> None:
+        """Close the stream and fail every pending request and slot waiter at once."""
+        if self._closed:
+            return
+        self._closed = True
+        self._connected = False
+        self.close_reason = reason
+        pending, self._pending = self._pending, {}
+        self._slots = 0
+        for fut, _cls, _v, timer in pending.values():
+            timer.cancel()
+            if not fut.done():
+                fut.set_exception(self._closed_error())
+        waiters, self._slot_waiters = self._slot_waiters, deque()
+        for w in waiters:
+            if not w.done():
+                w.set_exception(self._closed_error())
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # pragma: no cover - transport already gone
+                pass
+        task = self._reader_task
+        if task is not None and not task.done():
+            try:
+                current = asyncio.current_task()
+            except RuntimeError:
+                current = None
+            if task is not current:
+                task.cancel()
+        if reason is not None:
+            log.debug("closed %r: %s", self, reason)
+        if self._on_close is not None:
+            self._on_close(self, reason)
+
+    async def wait_closed(self, timeout: float = 1.0) -> None:
+        """Wait (bounded) until the reader task and transport finished after :meth:`close`."""
+        tasks: list[Any] = []
+        if self._reader_task is not None:
+            tasks.append(self._reader_task)
+        if self._writer is not None:
+            tasks.append(asyncio.ensure_future(self._writer.wait_closed()))
+        if tasks:
+            done, not_done = await asyncio.wait(tasks, timeout=timeout)
+            for t in done:
+                if not t.cancelled():
+                    t.exception()  # mark retrieved
+            for t in not_done:
+                if t is not self._reader_task:
+                    t.cancel()
+
+    # ------------------------------------------------------------------ idle
+
+    def _schedule_idle_check(self) -> None:
+        if not self.connections_max_idle_ms or self._closed:
+            return
+        assert self._loop is not None
+        self._idle_handle = self._loop.call_at(
+            self.last_activity + self.connections_max_idle_ms / 1000, self._idle_check
+        )
+
+    def _idle_check(self) -> None:
+        self._idle_handle = None
+        if self._closed:
+            return
+        assert self._loop is not None
+        if (
+            self._slots == 0
+            and not self._slot_waiters
+            and (
+                self._loop.time() - self.last_activity >= self.connections_max_idle_ms / 1000  # type: ignore[operator]
+            )
+        ):
+            log.debug("closing idle connection %r", self)
+            self.close(None)
+            return
+        if self._slots:
+            self.last_activity = max(self.last_activity, self._loop.time())
+        self._schedule_idle_check()
