@@ -1,0 +1,250 @@
+"""Shared fixtures: a real Kafka broker per test session, and topics on it.
+
+Which brokers a run uses (``broker`` is parametrized, so ONE run covers every broker listed):
+
+* ``KAFKA_BOOTSTRAP=host:port`` set: that broker only (param ``external``, nothing is started);
+* else ``KAFKA_BROKER=tansu|noida|kafka`` (or a comma list): those;
+* else Apache Kafka in Docker through testcontainers (param ``kafka``) when a Docker engine answers;
+* else both embedded brokers, ``tansu`` and ``noida`` (see ``aiokafka_lite._embedded``).
+
+Each broker starts lazily, the first time a test needs it, once per session, and is stopped when
+pytest moves on to the next broker or the session ends (also on Ctrl-C; ``_embedded`` has an atexit
+safety net too). Tests using the ``broker`` fixture (directly or through ``kafka_bootstrap`` /
+``new_topic``) get the ``integration`` marker automatically.
+
+Skipping a test on a broker that lacks a feature (give the reason, from DESIGN.md's table)::
+
+    @pytest.mark.skip_broker("tansu", reason="Tansu does not filter aborted records")
+    async def test_read_committed(kafka_bootstrap, new_topic): ...
+
+    async def test_x(broker):
+        broker.skip_on("noida", reason="...")   # inside a test, same effect
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import pytest
+
+EMBEDDED_KINDS = ("tansu", "noida")
+ALL_KINDS = (*EMBEDDED_KINDS, "kafka", "external")
+
+
+@dataclass
+class BrokerInfo:
+    """What tests see of the session's broker."""
+
+    kind: str  # "tansu" | "noida" | "kafka" | "external"
+    bootstrap: str  # "host:port"
+    process: Any = field(default=None, repr=False)  # EmbeddedBroker / KafkaContainer / None
+
+    def skip_on(self, *kinds: str, reason: str) -> None:
+        """Skip the running test when this broker is one of ``kinds``."""
+        skip_on(self, *kinds, reason=reason)
+
+
+def skip_on(broker: BrokerInfo, *kinds: str, reason: str) -> None:
+    """Skip the running test when ``broker.kind`` is one of ``kinds``, with ``reason``."""
+    unknown = set(kinds) - set(ALL_KINDS)
+    if unknown:
+        raise ValueError(f"unknown broker kind(s) {sorted(unknown)}; expected {ALL_KINDS}")
+    if broker.kind in kinds:
+        pytest.skip(f"[{broker.kind}] {reason}")
+
+
+@cache
+def _docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        result = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0 and bool(result.stdout.strip())
+
+
+@cache
+def broker_params() -> tuple[str, ...]:
+    """The broker kinds this run covers (see the module docstring)."""
+    if os.environ.get("KAFKA_BOOTSTRAP"):
+        return ("external",)
+    wanted = os.environ.get("KAFKA_BROKER", "").strip()
+    if wanted:
+        kinds = tuple(k.strip() for k in wanted.split(",") if k.strip())
+        bad = [k for k in kinds if k not in ("tansu", "noida", "kafka")]
+        if bad:
+            raise pytest.UsageError(f"KAFKA_BROKER: unknown kind(s) {bad}; use tansu, noida, kafka")
+        return kinds
+    if _docker_available():
+        return ("kafka",)
+    return EMBEDDED_KINDS
+
+
+def _start_kafka_container() -> tuple[Any, str]:
+    try:
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError:  # older testcontainers
+        from testcontainers.kafka import KafkaContainer
+    image = os.environ.get("KAFKA_IMAGE", "confluentinc/cp-kafka:7.6.0")
+    container = KafkaContainer(image).with_kraft()
+    container.start()
+    return container, str(container.get_bootstrap_server())
+
+
+@pytest.fixture(scope="session", params=broker_params())
+def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
+    """The session's Kafka broker: ``.kind`` and ``.bootstrap`` (parametrized over kinds)."""
+    kind: str = request.param
+    if kind == "external":
+        yield BrokerInfo("external", os.environ["KAFKA_BOOTSTRAP"])
+        return
+    if kind == "kafka":
+        container, bootstrap = _start_kafka_container()
+        try:
+            yield BrokerInfo("kafka", bootstrap, container)
+        finally:
+            container.stop()
+        return
+    from aiokafka_lite._embedded import EmbeddedBroker
+
+    embedded = EmbeddedBroker(kind)
+    try:
+        embedded.start()
+        yield BrokerInfo(kind, embedded.bootstrap, embedded)
+    finally:
+        embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(broker: BrokerInfo) -> str:
+    """``"host:port"`` of the session's broker."""
+    return broker.bootstrap
+
+
+NewTopicFactory = Callable[..., Awaitable[str]]
+
+
+def _topic_name(request: pytest.FixtureRequest) -> str:
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name)[:60].strip("-.")
+    return f"{base or 'topic'}-{uuid.uuid4().hex[:8]}"
+
+
+async def _create_topic_lite(
+    bootstrap: str, name: str, partitions: int, rf: int, configs: dict[str, str]
+) -> None:
+    from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs)])
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:  # wait until every partition has a leader
+            described = await admin.describe_topics([name])
+            parts = described[0]["partitions"] if described else []
+            if len(parts) == partitions and all(p["leader"] >= 0 for p in parts):
+                return
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"topic {name} has no leaders after 15 s")
+    finally:
+        await admin.close()
+
+
+def _create_topic_kafka_python(
+    bootstrap: str, name: str, partitions: int, rf: int, configs: dict[str, str]
+) -> None:
+    # TODO: temporary fallback until aiokafka_lite.admin exists; remove then.
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        admin.create_topics([KpNewTopic(name, partitions, rf, topic_configs=configs)])
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:  # wait until every partition has a leader
+            described = admin.describe_topics([name])
+            parts = described[0].get("partitions", []) if described else []
+            if len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"topic {name} has no leaders after 15 s")
+    finally:
+        admin.close()
+
+
+def _lite_admin_available() -> bool:
+    if os.environ.get("AIOKAFKA_LITE_TEST_ADMIN") == "kafka-python":  # escape hatch
+        return False
+    try:
+        from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+async def new_topic(
+    request: pytest.FixtureRequest, broker: BrokerInfo
+) -> AsyncIterator[NewTopicFactory]:
+    """Factory: ``name = await new_topic(partitions=1, name=None, replication_factor=1, configs=None)``.
+
+    Creates a uniquely named topic (derived from the test name) on the session's broker and
+    returns its name once the broker has leaders for all its partitions.
+    """
+
+    async def create(
+        partitions: int = 1,
+        *,
+        name: str | None = None,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+    ) -> str:
+        topic = name or _topic_name(request)
+        args = (broker.bootstrap, topic, partitions, replication_factor, dict(configs or {}))
+        if _lite_admin_available():
+            await asyncio.wait_for(_create_topic_lite(*args), 30)
+        else:
+            await asyncio.wait_for(asyncio.to_thread(_create_topic_kafka_python, *args), 30)
+        return topic
+
+    yield create
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"kafka brokers: {', '.join(broker_params())}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "broker" not in getattr(item, "fixturenames", ()):
+            continue
+        item.add_marker(pytest.mark.integration)
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("broker") if callspec is not None else None
+        for mark in item.iter_markers("skip_broker"):
+            kinds = mark.args
+            reason = mark.kwargs.get("reason", "feature missing on this broker")
+            unknown = set(kinds) - set(ALL_KINDS)
+            if unknown:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: skip_broker got unknown kind(s) {sorted(unknown)}"
+                )
+            if kind in kinds:
+                item.add_marker(pytest.mark.skip(reason=f"[{kind}] {reason}"))
