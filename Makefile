@@ -1,0 +1,42 @@
+# aiokafka_lite developer tasks. `make install test` on a fresh machine; `make demo` to see it work.
+# Point PY at an existing interpreter to skip the local venv: `make test PY=/path/to/venv/bin/python`.
+
+# first Python >= 3.10 on PATH, used only to create the venv
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; do \
+	if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; \
+	then echo $$p; break; fi; done)
+VENV ?= .venv
+PY ?= $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: install test lint bench broker demo clean
+
+install:
+	@if [ ! -x "$(PY)" ]; then \
+		if [ -z "$(PYTHON)" ]; then echo "error: Python >= 3.10 not found on PATH" >&2; exit 1; fi; \
+		echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"; \
+		$(PYTHON) -m venv $(VENV); \
+	fi
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,broker]'
+
+test:
+	$(PY) -m pytest -q tests/ $(PYTEST_ARGS)
+
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy aiokafka_lite
+
+bench:
+	$(PY) -m benchmarks
+
+broker:
+	$(PY) -m aiokafka_lite broker
+
+demo:
+	$(PY) -m aiokafka_lite demo
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
