@@ -220,9 +220,17 @@ class Sender:
                 continue
             if self._node_in_flight.get(leader, 0) >= max_if:
                 continue
-            if idempotent and batch.sequence < 0:
-                self._stamp(batch, tp)
-            size = len(batch.build())
+            try:
+                if idempotent and batch.sequence < 0:
+                    self._stamp(batch, tp)
+                size = len(batch.build())
+            except Exception as exc:  # encoding/compression failed: fail this batch only
+                log.exception("cannot encode a batch for %s", tp)
+                dq.popleft()
+                err = exc if isinstance(exc, Errors.KafkaError) else Errors.KafkaError(
+                    f"cannot encode record batch: {exc!r}")
+                self.acc.fail(batch, err)
+                continue
             lst = by_node.get(leader)
             if lst is None:
                 by_node[leader] = [batch]

@@ -1,0 +1,199 @@
+"""AIOKafkaProducer against the real embedded brokers; records are read back with aiokafka's
+consumer (or confluent-kafka's), so interoperability is checked too."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.producer import AIOKafkaProducer, Producer
+from aiokafka_lite.producer.accumulator import RecordHandle
+from aiokafka_lite.structs import RecordMetadata, TopicPartition
+
+
+async def read_back(bootstrap: str, topic: str, count: int, partitions: int = 1,
+                    timeout: float = 20.0, isolation_level: str = "read_uncommitted") -> list[Any]:
+    """Read ``count`` records of ``topic`` from the beginning with aiokafka's consumer."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTP
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                isolation_level=isolation_level)
+    await consumer.start()
+    try:
+        tps = [AioTP(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=200)
+            for recs in batch.values():
+                out.extend(recs)
+        return out
+    finally:
+        await consumer.stop()
+
+
+CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+async def test_round_trip_every_codec(kafka_bootstrap: str, new_topic, codec: str | None) -> None:
+    topic = await new_topic(partitions=1)
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = [
+        (b"k1", b"v1", []),
+        (None, b"no key", []),
+        (b"tombstone", None, []),
+        (b"h", b"with headers", [("a", b"1"), ("b", b""), ("c", None)]),
+        (None, None, []),  # both null: valid in Kafka
+        (b"big", bytes(range(256)) * 40, [("x", b"y" * 300)]),
+    ] + [(f"k{i}".encode(), f"value-{i}".encode() * 3, []) for i in range(200)]
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type=codec,
+                                linger_ms=2) as producer:
+        handles = [await producer.send(topic, v, key=k, partition=0, headers=h, timestamp_ms=1_700_000_000_000 + i)
+                   for i, (k, v, h) in enumerate(records)]
+        mds = await asyncio.gather(*handles)
+    assert [md.offset for md in mds] == list(range(len(records)))
+    assert all(isinstance(md, RecordMetadata) and md.topic == topic and md.partition == 0 for md in mds)
+    assert mds[3].timestamp == 1_700_000_000_003 and mds[3].timestamp_type == 0
+    got = await read_back(kafka_bootstrap, topic, len(records))
+    assert len(got) == len(records)
+    for i, (rec, (k, v, h)) in enumerate(zip(got, records, strict=True)):
+        assert rec.offset == i
+        assert rec.key == k and rec.value == v, i
+        assert [(hk, hv) for hk, hv in rec.headers] == [(hk, hv if hv is not None else None) for hk, hv in h] or (
+            # aiokafka returns b"" or None for null header values depending on version
+            [hk for hk, _ in rec.headers] == [hk for hk, _ in h]
+        )
+        assert rec.timestamp == 1_700_000_000_000 + i
+
+
+async def test_send_and_wait_serializers_and_alias(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=3)
+    async with Producer(bootstrap_servers=kafka_bootstrap, key_serializer=str.encode,
+                        value_serializer=lambda v: repr(v).encode()) as producer:
+        md = await producer.send_and_wait(topic, {"a": 1}, key="user-1")
+        assert md.topic_partition == TopicPartition(topic, md.partition)
+        assert md.offset == 0
+        assert await producer.partitions_for(topic) == {0, 1, 2}
+    got = await read_back(kafka_bootstrap, topic, 1, partitions=3)
+    assert got[0].key == b"user-1" and got[0].value == b"{'a': 1}"
+
+
+async def test_handles_are_future_like(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=20) as producer:
+        h1 = await producer.send(topic, b"a")
+        h2 = await producer.send(topic, b"b")
+        assert isinstance(h1, RecordHandle) and asyncio.isfuture(h1)
+        assert not h1.done()
+        called: list[Any] = []
+        h2.add_done_callback(lambda f: called.append(f.result().offset))
+        md1 = await asyncio.wait_for(h1, 10)
+        done, _ = await asyncio.wait([h2], timeout=10)
+        assert done == {h2} and h2.done() and h2.exception() is None
+        await asyncio.sleep(0)
+        assert md1.offset == 0 and h2.result().offset == 1 and called == [1]
+        h3 = await producer.send(topic, b"c")
+        assert h3.cancel() and h3.cancelled()  # detaches this waiter only
+        await producer.flush()
+    got = await read_back(kafka_bootstrap, topic, 3)
+    assert [r.value for r in got] == [b"a", b"b", b"c"]
+
+
+async def test_create_batch_and_send_batch(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=2)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type="lz4") as producer:
+        batch = producer.create_batch()
+        n = 0
+        while True:
+            meta = batch.append(key=f"{n}".encode(), value=b"x" * 100, timestamp=None)
+            if meta is None:
+                break
+            assert meta.offset == n
+            n += 1
+        assert batch.record_count() == n > 50
+        fut = await producer.send_batch(batch, topic, partition=1)
+        md = await fut
+        assert md.partition == 1 and md.offset == 0
+        md2 = await producer.send_and_wait(topic, b"after", partition=1)
+        assert md2.offset == n
+    got = await read_back(kafka_bootstrap, topic, n + 1, partitions=2)
+    assert [r.key for r in got[:n]] == [f"{i}".encode() for i in range(n)]
+
+
+async def test_acks_zero_resolves_with_offset_minus_one(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks=0) as producer:
+        handles = [await producer.send(topic, b"fire-and-forget %d" % i) for i in range(50)]
+        mds = await asyncio.gather(*handles)
+        assert {md.offset for md in mds} == {-1}
+    got = await read_back(kafka_bootstrap, topic, 50)
+    assert len(got) == 50
+
+
+async def test_too_large_record_fails_at_once(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=10_000) as producer:
+        t0 = time.monotonic()
+        with pytest.raises(Errors.MessageSizeTooLargeError):
+            await producer.send(topic, b"x" * 20_000)
+        assert time.monotonic() - t0 < 1
+        with pytest.raises(Errors.IllegalArgumentError):
+            await producer.send(topic, b"x", partition=5)
+        md = await producer.send_and_wait(topic, b"small")
+        assert md.offset == 0
+
+
+async def test_misuse_raises_kafka_errors(kafka_bootstrap: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    with pytest.raises(Errors.IllegalStateError):
+        await producer.send("t", b"x")
+    with pytest.raises(ValueError):
+        AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True, acks=1)
+    with pytest.raises(ValueError):
+        AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type="brotli")
+    await producer.start()
+    with pytest.raises(Errors.IllegalOperation):
+        await producer.begin_transaction()
+    await producer.stop()
+    with pytest.raises(Errors.ProducerClosed):
+        await producer.send("t", b"x")
+
+
+async def test_unknown_topic_waits_max_block(kafka_bootstrap: str, broker) -> None:
+    broker.skip_on("tansu", reason="Tansu auto-creates topics on metadata requests")
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_block_ms=800) as producer:
+        producer.client.allow_auto_topic_creation = False
+        t0 = time.monotonic()
+        try:
+            await producer.send("no-such-topic-%d" % time.time_ns(), b"x")
+        except Errors.KafkaError as exc:
+            assert isinstance(exc, (Errors.KafkaTimeoutError, Errors.UnknownTopicOrPartitionError))
+            assert time.monotonic() - t0 < 5
+        # (a broker that auto-creates the topic lets the send through: also fine)
+
+
+async def test_idempotent_10k_in_order_no_duplicates(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=2)
+    n = 10_000
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True,
+                                max_batch_size=4096, linger_ms=1) as producer:
+        handles = []
+        for i in range(n):
+            handles.append(await producer.send(topic, b"%06d" % i, key=b"%d" % (i % 2), partition=i % 2))
+        mds = await asyncio.gather(*handles)
+        assert producer._txn is not None and producer._txn.producer_id >= 0
+    for p in (0, 1):
+        offs = [md.offset for md in mds if md.partition == p]
+        assert offs == list(range(n // 2))
+    got = await read_back(kafka_bootstrap, topic, n, partitions=2, timeout=30)
+    assert len(got) == n
+    for p in (0, 1):
+        vals = [int(r.value) for r in got if r.partition == p]
+        assert vals == list(range(p, n, 2))
