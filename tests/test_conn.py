@@ -1,0 +1,311 @@
+"""BrokerConnection: real-broker handshake and pipelining; failure injection with fake servers."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import tracemalloc
+
+import pytest
+from fake_broker import FakeBroker, FakeConn
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite._sasl import ScramClient
+from aiokafka_lite.conn import BrokerConnection
+from aiokafka_lite.protocol import messages as m
+
+
+def _hostport(bootstrap: str) -> tuple[str, int]:
+    host, port = bootstrap.rsplit(":", 1)
+    return host, int(port)
+
+
+async def _connect(host: str, port: int, **kw: object) -> BrokerConnection:
+    conn = BrokerConnection(host, port, **kw)  # type: ignore[arg-type]
+    await conn.connect()
+    return conn
+
+
+def _api_versions_request() -> object:
+    return m.ApiVersionsRequest(client_software_name="test", client_software_version="1")
+
+
+# ------------------------------------------------------------------ real broker
+
+
+async def test_api_versions_negotiated(kafka_bootstrap):
+    conn = await _connect(*_hostport(kafka_bootstrap))
+    try:
+        assert conn.connected
+        for key in (0, 1, 3, 18):
+            assert key in conn.api_versions
+        _bmin, bmax = conn.api_versions[3]
+        v = conn.version_for(m.MetadataRequest)
+        assert v == min(bmax, m.MetadataRequest.MAX_VERSION)
+        resp = await conn.send(m.MetadataRequest(topics=[]))
+        assert resp.brokers and resp.brokers[0].port > 0
+        # ApiVersions itself through the normal path (newest common version; v3+ brokers reject
+        # an empty client software name with INVALID_REQUEST)
+        av = await conn.send(_api_versions_request())
+        assert av.error_code == 0 and av.api_keys
+    finally:
+        conn.close()
+        await conn.wait_closed()
+    with pytest.raises(Errors.KafkaConnectionError):
+        await conn.send(m.MetadataRequest(topics=[]))
+
+
+async def test_pipelining_1000_requests_one_connection(kafka_bootstrap):
+    """1,000 concurrent requests on one socket: each answer reaches its own caller."""
+    conn = await _connect(*_hostport(kafka_bootstrap), max_in_flight=1000)
+    try:
+        if conn.version_for(m.FindCoordinatorRequest) < 4:
+            pytest.skip("broker lacks FindCoordinator v4 (no key echo to check correlation)")
+        keys = [f"pipeline-group-{i}" for i in range(1000)]
+
+        async def one(key: str) -> str:
+            resp = await conn.send(m.FindCoordinatorRequest(coordinator_keys=[key], key=key))
+            return str(resp.coordinators[0].key)
+
+        t0 = time.perf_counter()
+        got = await asyncio.wait_for(asyncio.gather(*(one(k) for k in keys)), 30)
+        elapsed = time.perf_counter() - t0
+        assert got == keys
+        assert conn.in_flight == 0
+        print(f"1000 pipelined FindCoordinator: {elapsed * 1000:.0f} ms")
+    finally:
+        conn.close()
+
+
+async def test_in_flight_limit_queues_in_order(kafka_bootstrap):
+    """Beyond max_in_flight, sends wait for a slot and still go out (and complete) in order."""
+    conn = await _connect(*_hostport(kafka_bootstrap), max_in_flight=3)
+    try:
+        order: list[int] = []
+
+        async def one(i: int) -> None:
+            await conn.send(m.MetadataRequest(topics=[]))
+            order.append(i)
+
+        tasks = [asyncio.ensure_future(one(i)) for i in range(50)]
+        await asyncio.sleep(0)
+        assert conn.in_flight == 50  # 3 sent + 47 waiting for a slot
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+        assert order == list(range(50))
+        assert conn.in_flight == 0
+    finally:
+        conn.close()
+
+
+async def test_cancelled_caller_keeps_stream_in_sync(kafka_bootstrap):
+    conn = await _connect(*_hostport(kafka_bootstrap))
+    try:
+        t = asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[])))
+        await asyncio.sleep(0)
+        t.cancel()
+        resp = await asyncio.wait_for(conn.send(_api_versions_request()), 10)
+        assert resp.api_keys  # the cancelled request's answer was skipped, not misdelivered
+        assert conn.connected
+    finally:
+        conn.close()
+
+
+async def test_unsupported_version_error(kafka_bootstrap):
+    conn = await _connect(*_hostport(kafka_bootstrap))
+    try:
+
+        class Fake:
+            API_KEY = 3
+            MIN_VERSION = 90
+            MAX_VERSION = 99
+
+        with pytest.raises(Errors.UnsupportedVersionError, match="v90-v99"):
+            conn.version_for(Fake)
+        Fake.API_KEY = 9999
+        with pytest.raises(Errors.UnsupportedVersionError, match="does not support"):
+            conn.version_for(Fake)
+    finally:
+        conn.close()
+
+
+async def test_connect_refused():
+    from fake_broker import dead_port
+
+    t0 = time.monotonic()
+    with pytest.raises(Errors.KafkaConnectionError):
+        await _connect("127.0.0.1", dead_port())
+    assert time.monotonic() - t0 < 2
+
+
+# ------------------------------------------------------------- failure injection
+
+
+async def test_api_versions_fallback_to_v0():
+    """The broker answers a too-new ApiVersions with error 35; the client retries at v0."""
+    async with FakeBroker() as fb:
+        conn = await _connect("127.0.0.1", fb.port)
+        try:
+            seen = [(k, v) for k, v, _ in fb.conns[0].requests]
+            assert seen == [(18, m.ApiVersionsRequest.MAX_VERSION), (18, 0)]
+            assert conn.api_versions[3] == (0, 12)
+        finally:
+            conn.close()
+
+
+async def test_silent_server_times_out_then_fails_fast():
+    async def silent(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        return None  # read, never answer
+
+    async with FakeBroker(silent) as fb:
+        conn = await _connect("127.0.0.1", fb.port, request_timeout_ms=5000)
+        other = asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[]), timeout_ms=5000))
+        await asyncio.sleep(0)
+        t0 = time.monotonic()
+        with pytest.raises(Errors.KafkaTimeoutError):
+            await conn.send(m.MetadataRequest(topics=[]), timeout_ms=300)
+        elapsed = time.monotonic() - t0
+        assert 0.29 <= elapsed < 0.8, elapsed
+        # the stream is no longer trustworthy: the connection closed, others failed at once
+        assert conn.closed
+        with pytest.raises(Errors.KafkaConnectionError):
+            await asyncio.wait_for(other, 0.1)
+        t0 = time.monotonic()
+        with pytest.raises(Errors.KafkaConnectionError):
+            await conn.send(m.MetadataRequest(topics=[]))
+        assert time.monotonic() - t0 < 0.05
+
+
+async def test_handshake_timeout():
+    """A server that accepts but never answers even ApiVersions: connect() gives up in time."""
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the client hangs up
+
+    server = await asyncio.start_server(hang, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        conn = BrokerConnection("127.0.0.1", port)
+        t0 = time.monotonic()
+        with pytest.raises(Errors.KafkaTimeoutError):
+            await conn.connect(timeout_ms=300)
+        assert time.monotonic() - t0 < 0.8
+        assert conn.closed
+    finally:
+        server.close()
+
+
+async def test_close_mid_frame_fails_all_pending_at_once():
+    async def half_then_close(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        if len(conn.requests) == 4:  # ApiVersions x2 + 2 requests: now 3 are pending
+            conn.send_raw(struct.pack(">ii", 100, corr) + b"\x00" * 10)
+            await conn.writer.drain()
+            conn.close()
+
+    async with FakeBroker(half_then_close) as fb:
+        conn = await _connect("127.0.0.1", fb.port, request_timeout_ms=10000)
+        futs = [asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[]))) for _ in range(3)]
+        t0 = time.monotonic()
+        _done, pending = await asyncio.wait(futs, timeout=5)
+        assert not pending
+        assert time.monotonic() - t0 < 1.0  # immediately, not at the 10 s deadline
+        for f in futs:
+            assert isinstance(f.exception(), Errors.KafkaConnectionError)
+        assert conn.closed and conn.in_flight == 0
+
+
+@pytest.mark.parametrize("size", [2**31 - 1, 5000, -7, 2])
+async def test_bad_frame_size_rejected_without_allocation(size):
+    async def bad_size(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        conn.send_raw(struct.pack(">i", size))  # only the size: the payload never comes
+
+    async with FakeBroker(bad_size) as fb:
+        conn = await _connect("127.0.0.1", fb.port, max_response_size=4096)
+        tracemalloc.start()
+        try:
+            first = asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[])))
+            await asyncio.sleep(0)
+            second = asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[])))
+            await asyncio.wait([first, second], timeout=2)
+            _cur, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 1 << 20
+        # the bad frame answers the oldest request; everything else fails as a lost connection
+        assert isinstance(first.exception(), Errors.KafkaProtocolError)
+        assert "frame size" in str(first.exception())
+        assert type(second.exception()) is Errors.KafkaConnectionError
+        assert conn.closed
+
+
+async def test_unknown_correlation_id():
+    async def wrong_corr(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        conn.send_raw(struct.pack(">ii", 4, corr + 1000))
+
+    async with FakeBroker(wrong_corr) as fb:
+        conn = await _connect("127.0.0.1", fb.port)
+        with pytest.raises(Errors.CorrelationIdError):
+            await asyncio.wait_for(conn.send(m.MetadataRequest(topics=[])), 2)
+        assert conn.closed
+
+
+async def test_garbage_body_is_protocol_error():
+    async def garbage(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        body = struct.pack(">i", corr) + b"\xff\xfe\x01"
+        conn.send_raw(struct.pack(">i", len(body)) + body)
+
+    async with FakeBroker(garbage) as fb:
+        conn = await _connect("127.0.0.1", fb.port)
+        for _ in range(2):  # framing was intact: the connection stays usable
+            with pytest.raises(Errors.KafkaProtocolError):
+                await asyncio.wait_for(conn.send(m.MetadataRequest(topics=[])), 2)
+        assert conn.connected
+
+
+async def test_acks0_style_send_registers_nothing():
+    async def silent(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        return None
+
+    async with FakeBroker(silent) as fb:
+        conn = await _connect("127.0.0.1", fb.port)
+        assert await conn.send(m.MetadataRequest(topics=[]), expect_response=False) is None
+        assert conn.in_flight == 0
+        for _ in range(50):
+            if len(fb.conns[0].requests) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert fb.conns[0].requests[-1][0] == 3
+        conn.close()
+
+
+async def test_idle_connection_closes():
+    async with FakeBroker() as fb:
+        closed: list[object] = []
+        conn = BrokerConnection(
+            "127.0.0.1",
+            fb.port,
+            connections_max_idle_ms=100,
+            on_close=lambda c, why: closed.append(why),
+        )
+        await conn.connect()
+        assert conn.connected
+        await asyncio.sleep(0.3)
+        assert conn.closed and closed == [None]
+
+
+# ------------------------------------------------------------------------- SASL
+
+
+def test_scram_sha256_rfc7677_vector():
+    c = ScramClient("SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    assert c.first_message() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    final = c.final_message(
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    )
+    assert final == (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    c.verify_server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+    with pytest.raises(Errors.KafkaError):
+        c.verify_server_final(b"v=AAAA")
