@@ -7,8 +7,9 @@ Encoding:
 
 * snappy is written as one *raw* snappy block (what librdkafka writes and
   what every broker accepts);
-* the other codecs use their standard container formats (gzip member,
-  LZ4 frame, zstd frame).
+* LZ4 as an LZ4 frame of independent 64 KiB blocks without checksums, the
+  layout the Java client writes (its reader rejects linked blocks, KIP-57);
+* gzip and zstd in their standard containers.
 
 Decoding is always bounded: the caller gives ``max_size`` and output never
 grows past it.  Data that is not valid for its codec, or that would expand
@@ -98,10 +99,37 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     if codec == CODEC_SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == CODEC_LZ4:
-        return bytes(cramjam.lz4.compress(data, level=level))
+        return _lz4_frame(data)
     if codec == CODEC_ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCodecError(f"unknown compression codec id {codec}")
+
+
+#: LZ4 frame header: magic 0x184D2204 (LE), FLG 0x60 (version 1, independent blocks,
+#: no block or content checksum, no content size), BD 0x40 (64 KiB blocks), header checksum.
+_LZ4_HEADER = b"\x04\x22\x4d\x18\x60\x40\x82"
+_LZ4_BLOCK = 64 * 1024
+_LZ4_END = b"\x00\x00\x00\x00"
+_UINT32_LE = struct.Struct("<I")
+
+
+def _lz4_frame(data: bytes | bytearray | memoryview) -> bytes:
+    """LZ4 frame with independent 64 KiB blocks, the layout the Java client writes (KIP-57)."""
+    view = memoryview(data)
+    out = bytearray(_LZ4_HEADER)
+    block = cramjam.lz4.compress_block
+    pack = _UINT32_LE.pack
+    for start in range(0, len(view), _LZ4_BLOCK):
+        chunk = view[start : start + _LZ4_BLOCK]
+        packed = block(chunk, store_size=False)
+        if len(packed) < len(chunk):
+            out += pack(len(packed))
+            out += packed
+        else:  # incompressible: stored raw, flagged by the high bit
+            out += pack(len(chunk) | 0x80000000)
+            out += chunk
+    out += _LZ4_END
+    return bytes(out)
 
 
 def decompress(
