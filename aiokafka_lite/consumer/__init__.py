@@ -1,0 +1,19 @@
+"""The consumer: :class:`AIOKafkaConsumer` (alias ``Consumer``) and its partition assignors."""
+
+from .assignors import (
+    AbstractPartitionAssignor,
+    RangePartitionAssignor,
+    RoundRobinPartitionAssignor,
+    StickyPartitionAssignor,
+)
+from .consumer import AIOKafkaConsumer, Consumer, ConsumerRebalanceListener
+
+__all__ = [
+    "AIOKafkaConsumer",
+    "AbstractPartitionAssignor",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "RangePartitionAssignor",
+    "RoundRobinPartitionAssignor",
+    "StickyPartitionAssignor",
+]

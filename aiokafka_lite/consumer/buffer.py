@@ -1,0 +1,174 @@
+"""Per-partition buffer of fetched data, decoded lazily one record batch at a time.
+
+A fetch response's ``records`` bytes for one partition become one :class:`PartitionBuffer`.
+Nothing is decoded up front: ``take(n)`` decodes just enough batches to hand out ``n``
+records, so a large response never holds the event loop for long.  The buffer applies the
+consumer-side rules (pure functions, no I/O):
+
+* records before the fetch position (inside a batch that starts earlier) are dropped;
+* control batches (transaction markers) are skipped;
+* ``read_committed``: records of aborted transactions (from the response's aborted
+  transaction list) are skipped, and nothing at or past the last stable offset is returned;
+* the position advances past every consumed batch (``last_offset + 1``), so control batches
+  and compacted gaps never cause the same bytes to be fetched again.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from aiokafka_lite.records.reader import iter_batches
+from aiokafka_lite.structs import ConsumerRecord, TopicPartition
+
+__all__ = ["PartitionBuffer"]
+
+_ABORT_MARKER = 0  # control record type: 0 abort, 1 commit
+
+
+class PartitionBuffer:
+    """Records of one partition from one fetch response, handed out in order."""
+
+    __slots__ = (
+        "tp",
+        "position",
+        "_batches",
+        "_records",
+        "_idx",
+        "_batch_next",
+        "_build",
+        "_aborted",
+        "_aborted_pids",
+        "_lso",
+        "exhausted",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        data: Any,
+        fetch_offset: int,
+        *,
+        check_crcs: bool = True,
+        aborted: Iterable[tuple[int, int]] | None = None,
+        last_stable_offset: int | None = None,
+        key_deserializer: Callable[[Any], Any] | None = None,
+        value_deserializer: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.tp = tp
+        self.position = fetch_offset  # next offset to hand out / fetch
+        self._batches: Iterator[Any] = iter_batches(data, check_crcs=check_crcs)
+        self._records: list[Any] = []
+        self._idx = 0
+        self._batch_next = fetch_offset
+        self._build = _record_builder(tp, key_deserializer, value_deserializer)
+        # read_committed only: heap of (first_offset, producer_id) not reached yet
+        self._aborted: list[tuple[int, int]] | None = None
+        self._aborted_pids: set[int] = set()
+        self._lso = last_stable_offset if aborted is not None else None
+        if aborted is not None:
+            self._aborted = [(first, pid) for pid, first in aborted]
+            heapq.heapify(self._aborted)
+        self.exhausted = False
+
+    def take(self, n: int) -> list[Any]:
+        """Hand out up to ``n`` records (fewer when the buffer runs dry: then ``exhausted``)."""
+        out: list[Any] = []
+        while n > 0:
+            idx = self._idx
+            recs = self._records
+            avail = len(recs) - idx
+            if avail > 0:
+                if avail <= n:
+                    chunk = recs[idx:] if idx else recs
+                    self._records = []
+                    self._idx = 0
+                    self.position = self._batch_next
+                else:
+                    chunk = recs[idx : idx + n]
+                    self._idx = idx + n
+                    self.position = chunk[-1].offset + 1
+                if out:
+                    out.extend(chunk)
+                else:
+                    out = chunk
+                n -= len(chunk)
+                continue
+            if not self._next_batch():
+                self.exhausted = True
+                break
+        return out
+
+    def _next_batch(self) -> bool:
+        """Decode the next useful batch into ``_records``; False when none is left."""
+        for batch in self._batches:
+            last = batch.last_offset
+            if last < self.position:
+                continue  # entirely before the position
+            if self._lso is not None and batch.base_offset >= self._lso:
+                self._batches = iter(())
+                return False
+            self._batch_next = last + 1
+            if batch.is_control:
+                if self._aborted is not None and batch.control_type == _ABORT_MARKER:
+                    self._aborted_pids.discard(batch.producer_id)
+                self.position = last + 1
+                continue
+            if self._aborted is not None and batch.is_transactional:
+                heap = self._aborted
+                while heap and heap[0][0] <= last:
+                    self._aborted_pids.add(heapq.heappop(heap)[1])
+                if batch.producer_id in self._aborted_pids:
+                    self.position = last + 1
+                    continue
+            recs = self._build(batch, self.position)
+            if not recs:
+                self.position = last + 1
+                continue
+            self._records = recs
+            self._idx = 0
+            return True
+        return False
+
+
+def _record_builder(
+    tp: TopicPartition,
+    key_deserializer: Callable[[Any], Any] | None,
+    value_deserializer: Callable[[Any], Any] | None,
+) -> Callable[[Any, int], list[Any]]:
+    """A function turning a batch into ConsumerRecords at or after ``position``."""
+    topic, partition = tp
+    CR = ConsumerRecord
+    kd = key_deserializer
+    vd = value_deserializer
+
+    def build(batch: Any, position: int) -> list[Any]:
+        ts_type = batch.timestamp_type
+        rows = batch.record_tuples()
+        out = [
+            CR(
+                topic,
+                partition,
+                off,
+                ts,
+                ts_type,
+                k,
+                v,
+                None,
+                -1 if k is None else len(k),
+                -1 if v is None else len(v),
+                h,
+            )
+            for off, ts, k, v, h in rows
+            if off >= position
+        ]
+        if kd is not None or vd is not None:
+            for r in out:  # like aiokafka: deserializers also see None
+                if kd is not None:
+                    r.key = kd(r.key)
+                if vd is not None:
+                    r.value = vd(r.value)
+        return out
+
+    return build

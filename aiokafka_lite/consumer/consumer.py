@@ -1,0 +1,494 @@
+"""``AIOKafkaConsumer``: the aiokafka-compatible consumer facade.
+
+The work happens in three objects this class wires together: :class:`SubscriptionState`
+(what is assigned, where each partition stands), :class:`Fetcher` (background fetching into
+per-partition buffers) and :class:`Coordinator` (group membership, commits, initial positions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+
+from .assignors import RoundRobinPartitionAssignor, resolve_assignors
+from .fetcher import EARLIEST, LATEST, Fetcher
+from .group import Coordinator
+from .subscription import SubscriptionState
+
+__all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
+
+
+class ConsumerRebalanceListener:
+    """Base class for rebalance callbacks (sync or async methods both work).
+
+    ``on_partitions_revoked`` runs before the consumer rejoins its group (commit or save
+    state there); ``on_partitions_assigned`` runs after the new assignment is known and before
+    fetching for it starts (``seek()`` there to choose where to start).
+    """
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+        """Called with the partitions taken away from this consumer."""
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+        """Called with the partitions given to this consumer."""
+
+
+class AIOKafkaConsumer:
+    """Consume records from Kafka, in a consumer group or from manually assigned partitions.
+
+    Argument names and defaults are aiokafka's; ``partition_assignment_strategy`` also
+    accepts the names ``"range"``, ``"roundrobin"`` and ``"sticky"``.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        loop: Any = None,
+        bootstrap_servers: str | list[str] = "localhost",
+        client_id: str = "aiokafka_lite",
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        key_deserializer: Callable[[bytes | None], Any] | None = None,
+        value_deserializer: Callable[[bytes | None], Any] | None = None,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 52428800,
+        fetch_min_bytes: int = 1,
+        max_partition_fetch_bytes: int = 1 * 1024 * 1024,
+        request_timeout_ms: int = 40 * 1000,
+        retry_backoff_ms: int = 100,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        check_crcs: bool = True,
+        metadata_max_age_ms: int = 5 * 60 * 1000,
+        partition_assignment_strategy: Any = (RoundRobinPartitionAssignor,),
+        max_poll_interval_ms: int = 300000,
+        rebalance_timeout_ms: int | None = None,
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        consumer_timeout_ms: int = 200,
+        max_poll_records: int | None = None,
+        ssl_context: Any = None,
+        security_protocol: str = "PLAINTEXT",
+        api_version: Any = None,
+        exclude_internal_topics: bool = True,
+        connections_max_idle_ms: int = 540000,
+        isolation_level: str = "read_uncommitted",
+        sasl_mechanism: str = "PLAIN",
+        sasl_plain_password: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+        client_rack: str | None = None,
+    ) -> None:
+        if max_poll_records is not None and (
+            not isinstance(max_poll_records, int) or max_poll_records < 1
+        ):
+            raise ValueError("max_poll_records should be a positive integer")
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"invalid auto_offset_reset {auto_offset_reset!r}")
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"invalid isolation_level {isolation_level!r}")
+        if group_id is None and group_instance_id is not None:
+            raise ValueError("group_instance_id needs a group_id")
+        self._client = KafkaClient(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            connections_max_idle_ms=connections_max_idle_ms,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism if sasl_plain_username is not None else None,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+            allow_auto_topic_creation=False,
+        )
+        self._group_id = group_id
+        self._group_instance_id = group_instance_id
+        self._assignors = resolve_assignors(partition_assignment_strategy)
+        self._max_poll_records = max_poll_records or sys.maxsize
+        self._consumer_timeout = consumer_timeout_ms / 1000
+        self._request_timeout_ms = request_timeout_ms
+        self._exclude_internal = exclude_internal_topics
+        self._subscription = SubscriptionState(auto_offset_reset)
+        self._fetcher_args: dict[str, Any] = dict(
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_bytes=fetch_max_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            check_crcs=check_crcs,
+            isolation_level=isolation_level,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._coordinator_args: dict[str, Any] = dict(
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            assignors=self._assignors,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms
+            if rebalance_timeout_ms is not None
+            else session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            exclude_internal_topics=exclude_internal_topics,
+            isolation_level=isolation_level,
+        )
+        self._fetcher: Fetcher | None = None
+        self._coordinator: Coordinator | None = None
+        self._started = False
+        self._closed = False
+        self._last_poll: dict[TopicPartition, int] = {}
+        if topics:
+            self._subscription.subscribe(topics)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect, then start fetching and (with a group_id) group coordination."""
+        if self._started:
+            return
+        if self._closed:
+            raise Errors.IllegalStateError("consumer was stopped; create a new one")
+        await self._client.start()
+        subs = self._subscription
+        if subs.topics:
+            self._client.add_topics(sorted(subs.topics))
+        if subs.assignment:
+            self._client.add_topics(sorted({tp.topic for tp in subs.assignment}))
+        self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
+        self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
+        self._fetcher.start()
+        self._coordinator.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        """Commit (auto commit), leave the group, stop background tasks and close connections."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._coordinator is not None:
+                await self._coordinator.close()
+            if self._fetcher is not None:
+                await self._fetcher.close()
+        finally:
+            await self._client.close()
+
+    async def __aenter__(self) -> AIOKafkaConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def __aiter__(self) -> AIOKafkaConsumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord[Any, Any]:
+        try:
+            return await self.getone()
+        except Errors.ConsumerStoppedError:
+            raise StopAsyncIteration from None
+
+    def _parts(self) -> tuple[Fetcher, Coordinator]:
+        if self._closed:
+            raise Errors.ConsumerStoppedError("consumer is stopped")
+        if self._fetcher is None or self._coordinator is None:
+            raise Errors.IllegalStateError("consumer is not started: call start() first")
+        return self._fetcher, self._coordinator
+
+    # -- subscription ----------------------------------------------------------------------
+    def subscribe(
+        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
+        """Subscribe to topics or to a regex pattern; partitions come from the group (or,
+        without a group_id, every partition of the topics)."""
+        if isinstance(topics, str):
+            raise TypeError("topics must be a list of topic names, not a string")
+        topics = list(topics)
+        if bool(topics) == (pattern is not None):
+            raise ValueError("subscribe() needs either topics or a pattern, not both")
+        if listener is not None and not (
+            hasattr(listener, "on_partitions_revoked")
+            and hasattr(listener, "on_partitions_assigned")
+        ):
+            raise TypeError("listener must be a ConsumerRebalanceListener")
+        if pattern is not None and self._group_id is None:
+            raise ValueError("pattern subscription needs a group_id")
+        self._subscription.subscribe(topics, pattern, listener)
+        if topics and self._started:
+            self._client.add_topics(topics)
+
+    def subscription(self) -> frozenset[str]:
+        """The subscribed topics (after pattern matching)."""
+        return frozenset(self._subscription.topics)
+
+    def unsubscribe(self) -> None:
+        """Drop the subscription (and the assignment)."""
+        self._subscription.unsubscribe()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manually assign partitions (no group membership; commits still work with a group_id)."""
+        tps = list(partitions)
+        for tp in tps:
+            if not isinstance(tp, tuple) or len(tp) != 2:
+                raise TypeError(f"expected TopicPartition, got {tp!r}")
+        self._subscription.assign_from_user(TopicPartition(*tp) for tp in tps)
+        if self._started:
+            self._client.add_topics(sorted({tp[0] for tp in tps}))
+
+    def assignment(self) -> set[TopicPartition]:
+        """The currently assigned partitions."""
+        return set(self._subscription.assignment)
+
+    # -- records ---------------------------------------------------------------------------
+    async def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Records per partition: whatever is buffered now, else waits up to ``timeout_ms``
+        for some; at most ``max_records`` (default ``max_poll_records``) in total."""
+        fetcher, coordinator = self._parts()
+        tps = set(partitions)
+        for tp in tps:
+            self._subscription.state(tp)
+        n = max_records or self._max_poll_records
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            coordinator.poll()
+            recs = fetcher.drain(tps, n)
+            if recs:
+                return recs
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return recs
+            await fetcher.wait_for_data(min(remaining, self._consumer_timeout))
+            if self._closed:
+                raise Errors.ConsumerStoppedError("consumer is stopped")
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
+        """The next record (from ``partitions`` if given); waits as long as it takes."""
+        fetcher, coordinator = self._parts()
+        tps = set(partitions)
+        for tp in tps:
+            self._subscription.state(tp)
+        while True:
+            coordinator.poll()
+            recs = fetcher.drain(tps, 1)
+            if recs:
+                record: ConsumerRecord[Any, Any] = next(iter(recs.values()))[0]
+                return record
+            await fetcher.wait_for_data(self._consumer_timeout)
+            if self._closed:
+                raise Errors.ConsumerStoppedError("consumer is stopped")
+
+    # -- positions -------------------------------------------------------------------------
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Fetch from ``offset`` next (the buffered data of that partition is dropped)."""
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        self._subscription.seek(partition, offset)
+
+    async def _list(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        fetcher, _ = self._parts()
+        return await fetcher.list_offsets(timestamps, self._request_timeout_ms)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the log start offset of the partitions (all assigned if none given)."""
+        await self._seek_to(partitions, EARLIEST)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the end (next offset to be written) of the partitions (all if none given)."""
+        await self._seek_to(partitions, LATEST)
+
+    async def _seek_to(self, partitions: tuple[TopicPartition, ...], ts: int) -> None:
+        tps = list(partitions) or list(self._subscription.assignment)
+        for tp in tps:
+            self._subscription.state(tp)
+        found = await self._list({tp: ts for tp in tps})
+        for tp, (offset, _) in found.items():
+            if self._subscription.is_assigned(tp):
+                self._subscription.seek(tp, offset)
+
+    async def seek_to_committed(
+        self, *partitions: TopicPartition
+    ) -> dict[TopicPartition, int | None]:
+        """Seek to the committed offsets; returns them (None: nothing committed, not moved)."""
+        _, coordinator = self._parts()
+        tps = list(partitions) or list(self._subscription.assignment)
+        for tp in tps:
+            self._subscription.state(tp)
+        committed = await coordinator.committed(tps)
+        out: dict[TopicPartition, int | None] = {}
+        for tp in tps:
+            om = committed.get(tp)
+            out[tp] = om.offset if om is not None else None
+            if om is not None and self._subscription.is_assigned(tp):
+                self._subscription.seek(tp, om.offset)
+        return out
+
+    async def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to be handed out (waits until it is known)."""
+        self._parts()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout_ms / 1000
+        while True:
+            st = self._subscription.state(partition)
+            if st.has_valid_position:
+                return st.position  # type: ignore[return-value]
+            if st.error is not None:
+                exc, st.error = st.error, None
+                raise exc
+            if loop.time() >= deadline:
+                raise Errors.KafkaTimeoutError(
+                    f"position of {partition} unknown after request_timeout_ms"
+                )
+            await asyncio.sleep(0.01)
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the latest fetch (None before one)."""
+        return self._subscription.state(partition).highwater
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The partition's last stable offset from the latest fetch (None before one)."""
+        return self._subscription.state(partition).lso
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """aiokafka compatibility: not tracked, always None."""
+        self._subscription.state(partition)
+        return None
+
+    # -- commits ---------------------------------------------------------------------------
+    async def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
+        """Commit ``offsets`` (tp -> offset, (offset, metadata) or OffsetAndMetadata), or the
+        current position of every assigned partition."""
+        _, coordinator = self._parts()
+        if self._group_id is None:
+            raise Errors.IllegalOperation("commit() requires a group_id")
+        if offsets is None:
+            to_commit = {
+                tp: OffsetAndMetadata(st.position, "")
+                for tp, st in self._subscription.assignment.items()
+                if st.position is not None
+            }
+        else:
+            to_commit = {}
+            for tp, value in offsets.items():
+                if not isinstance(tp, TopicPartition):
+                    raise ValueError(f"commit() keys must be TopicPartition, got {tp!r}")
+                if isinstance(value, int):
+                    value = OffsetAndMetadata(value, "")
+                elif isinstance(value, tuple) and len(value) == 2:
+                    value = OffsetAndMetadata(int(value[0]), value[1] or "")
+                else:
+                    raise ValueError(f"bad offset for {tp}: {value!r}")
+                if value.offset < 0:
+                    raise ValueError(f"negative offset for {tp}")
+                to_commit[tp] = value
+        await coordinator.commit(to_commit)
+
+    async def committed(self, partition: TopicPartition) -> int | None:
+        """The last committed offset of ``partition`` (None if nothing was committed)."""
+        _, coordinator = self._parts()
+        if self._group_id is None:
+            raise Errors.IllegalOperation("committed() requires a group_id")
+        om = (await coordinator.committed([partition])).get(partition)
+        return om.offset if om is not None else None
+
+    # -- offsets lookups -------------------------------------------------------------------
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one, per partition."""
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be a non-negative int")
+        found = await self._list(timestamps)
+        return {
+            tp: (
+                OffsetAndTimestamp(found[tp][0], found[tp][1])
+                if tp in found and found[tp][0] >= 0
+                else None
+            )
+            for tp in timestamps
+        }
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Log start offset per partition."""
+        found = await self._list({tp: EARLIEST for tp in partitions})
+        return {tp: v[0] for tp, v in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log end offset (next offset to be written) per partition."""
+        found = await self._list({tp: LATEST for tp in partitions})
+        return {tp: v[0] for tp, v in found.items()}
+
+    # -- pause -----------------------------------------------------------------------------
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching and returning records from these partitions."""
+        for tp in partitions:
+            self._subscription.pause(tp)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Resume paused partitions."""
+        for tp in partitions:
+            self._subscription.resume(tp)
+
+    def paused(self) -> set[TopicPartition]:
+        """The paused partitions."""
+        return self._subscription.paused()
+
+    # -- metadata --------------------------------------------------------------------------
+    async def topics(self) -> set[str]:
+        """Every topic in the cluster (internal ones excluded per exclude_internal_topics)."""
+        self._parts()
+        resp = await self._client.send_least_loaded(
+            m.MetadataRequest(topics=None, allow_auto_topic_creation=False),
+            timeout_ms=self._request_timeout_ms,
+        )
+        return {
+            t.name
+            for t in resp.topics
+            if not t.error_code and t.name and not (self._exclude_internal and t.is_internal)
+        }
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition ids of ``topic`` from the cached metadata (None if unknown)."""
+        return self._client.cluster.partitions_for_topic(topic)
+
+    @property
+    def group_generation(self) -> int:
+        """The current group generation id (-1 outside a group)."""
+        return self._coordinator.generation if self._coordinator is not None else -1
+
+    def _time(self) -> float:  # pragma: no cover - hook for tests
+        return time.monotonic()
+
+
+Consumer = AIOKafkaConsumer

@@ -1,0 +1,476 @@
+"""The fetcher: keeps per-partition buffers filled and hands records out in bulk.
+
+One planner task wakes on every relevant change (assignment, seek, pause, a drained buffer,
+a completed fetch, new metadata) and starts, for each leader node without a fetch in
+flight, ONE FetchRequest covering every assigned, unpaused partition of that node that has
+a known position and no buffered data (seed 03: never refetch a partition whose data is
+still waiting).  A slow node or partition therefore never stalls the others, and the next
+fetch for a partition starts as soon as its buffer is drained (prefetch).
+
+Positions that are unknown or reset are looked up with ListOffsets (``auto_offset_reset``).
+Errors: not-leader / unknown-partition style errors refresh metadata and retry; offset out of
+range resets (or, with ``auto_offset_reset="none"``, is raised); anything else is stored on
+the partition and raised to the caller of the next ``getmany``/``getone``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import TopicPartition
+
+from .buffer import PartitionBuffer
+from .subscription import EARLIEST, LATEST, SubscriptionState
+
+__all__ = ["Fetcher", "EARLIEST", "LATEST"]
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+class Fetcher:
+    """Background fetching for one consumer (see module docstring)."""
+
+    def __init__(
+        self,
+        client: Any,
+        subscriptions: SubscriptionState,
+        *,
+        key_deserializer: Callable[[Any], Any] | None = None,
+        value_deserializer: Callable[[Any], Any] | None = None,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52428800,
+        fetch_max_wait_ms: int = 500,
+        max_partition_fetch_bytes: int = 1048576,
+        check_crcs: bool = True,
+        isolation_level: str = "read_uncommitted",
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 40000,
+    ) -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed'")
+        self._client = client
+        self._subs = subscriptions
+        self._kd = key_deserializer
+        self._vd = value_deserializer
+        self._min_bytes = fetch_min_bytes
+        self._max_bytes = fetch_max_bytes
+        self._max_wait_ms = fetch_max_wait_ms
+        self._partition_max_bytes = max_partition_fetch_bytes
+        self._check_crcs = check_crcs
+        self._isolation = (
+            READ_COMMITTED if isolation_level == "read_committed" else READ_UNCOMMITTED
+        )
+        self._backoff = retry_backoff_ms / 1000
+        self._request_timeout_ms = request_timeout_ms
+        self._buffers: dict[TopicPartition, PartitionBuffer] = {}
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._resetting: asyncio.Task[None] | None = None
+        self._backoff_until: dict[TopicPartition, float] = {}
+        self._wake = asyncio.Event()
+        self._data = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.fatal: BaseException | None = None
+        subscriptions.add_waker(self.wake)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the planner task."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="aiokafka_lite-fetcher")
+
+    async def close(self) -> None:
+        """Stop fetching; drop buffered data (bounded: waits for nothing but cancellation)."""
+        self._closed = True
+        self._subs.remove_waker(self.wake)
+        tasks = [t for t in (self._task, self._resetting, *self._inflight.values()) if t]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._buffers.clear()
+        self._data.set()
+
+    def wake(self) -> None:
+        """Ask the planner to look again (called on subscription changes); also wakes a
+        waiting getmany() so it sees new errors and pause/resume at once."""
+        self._wake.set()
+        self._data.set()
+
+    # -- handing out records ---------------------------------------------------------------
+    def drain(
+        self, partitions: Collection[TopicPartition], max_records: int
+    ) -> dict[TopicPartition, list[Any]]:
+        """Take up to ``max_records`` buffered records (from ``partitions`` if given).
+        Raises the first pending partition error instead (once)."""
+        subs = self._subs.assignment
+        self._raise_pending(partitions, subs)
+        out: dict[TopicPartition, list[Any]] = {}
+        if not self._buffers:
+            self._data.clear()
+            return out
+        n = max_records
+        buffers = self._buffers
+        refetch = False
+        for tp in list(buffers):
+            if partitions and tp not in partitions:
+                continue
+            buf = buffers[tp]
+            st = subs.get(tp)
+            if st is None or st.position != buf.position:  # unassigned or seeked: stale data
+                del buffers[tp]
+                refetch = True
+                continue
+            if st.paused:
+                continue
+            recs = buf.take(n)
+            st.position = buf.position
+            if buf.exhausted:
+                del buffers[tp]
+                refetch = True
+            else:  # round robin between partitions across calls
+                del buffers[tp]
+                buffers[tp] = buf
+            if recs:
+                out[tp] = recs
+                n -= len(recs)
+                if n <= 0:
+                    break
+        if refetch:
+            self._wake.set()
+        if not out:
+            self._data.clear()
+        return out
+
+    def _raise_pending(
+        self, partitions: Collection[TopicPartition], subs: Mapping[TopicPartition, Any]
+    ) -> None:
+        if self.fatal is not None:
+            exc, self.fatal = self.fatal, None
+            raise exc
+        for tp, st in subs.items():
+            if st.error is not None and (not partitions or tp in partitions):
+                exc, st.error = st.error, None
+                raise exc
+
+    def has_pending_errors(self) -> bool:
+        """True when drain() would raise."""
+        return self.fatal is not None or any(
+            st.error is not None for st in self._subs.assignment.values()
+        )
+
+    async def wait_for_data(self, timeout: float) -> None:
+        """Wait until a buffer or an error may be available, at most ``timeout`` seconds."""
+        if timeout <= 0:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._data.wait(), timeout)
+
+    def buffered_partitions(self) -> set[TopicPartition]:
+        """Partitions with data waiting (for tests and introspection)."""
+        return set(self._buffers)
+
+    # -- planner ---------------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            while not self._closed:
+                self._wake.clear()
+                delay = self._plan()
+                if delay is None:
+                    delay = 1.0
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # pragma: no cover - a bug: surface it to the caller
+            log.exception("fetcher planner crashed")
+            self.fatal = exc
+            self._data.set()
+
+    def _plan(self) -> float | None:
+        """Start what can be started; return how long to sleep at most."""
+        subs = self._subs
+        if subs.pending_resets() and (self._resetting is None or self._resetting.done()):
+            self._resetting = asyncio.create_task(self._reset_positions())
+        cluster = self._client.cluster
+        now = time.monotonic()
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        need_metadata = False
+        sleep: float | None = None
+        for tp in subs.fetchable():
+            if tp in self._buffers:
+                continue
+            until = self._backoff_until.get(tp)
+            if until is not None:
+                if until > now:
+                    sleep = min(sleep or until - now, until - now)
+                    continue
+                del self._backoff_until[tp]
+            leader = cluster.leader_for_partition(tp)
+            if leader is None or leader < 0:
+                need_metadata = True
+                continue
+            if leader in self._inflight:
+                continue
+            by_node.setdefault(leader, {})[tp] = subs.assignment[tp].position  # type: ignore[assignment]
+        for node, positions in by_node.items():
+            task = asyncio.create_task(self._fetch(node, positions))
+            self._inflight[node] = task
+        if need_metadata:
+            self._client.request_update()
+            sleep = min(sleep, self._backoff) if sleep is not None else self._backoff
+        return sleep
+
+    def _backoff_partition(self, tp: TopicPartition) -> None:
+        self._backoff_until[tp] = time.monotonic() + self._backoff
+
+    # -- one fetch -------------------------------------------------------------------------
+    def _fetch_request(self, positions: Mapping[TopicPartition, int]) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for tp, offset in positions.items():
+            by_topic.setdefault(tp.topic, []).append(
+                m.FetchRequest.FetchTopic.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=-1,
+                    fetch_offset=offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=self._partition_max_bytes,
+                )
+            )
+        return m.FetchRequest(
+            replica_id=-1,
+            max_wait_ms=self._max_wait_ms,
+            min_bytes=self._min_bytes,
+            max_bytes=self._max_bytes,
+            isolation_level=self._isolation,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()
+            ],
+        )
+
+    async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
+        try:
+            request = self._fetch_request(positions)
+            timeout = self._request_timeout_ms + self._max_wait_ms
+            try:
+                response = await self._client.send(node, request, timeout_ms=timeout)
+            except (
+                Errors.KafkaConnectionError,
+                Errors.KafkaTimeoutError,
+                Errors.NodeNotReadyError,
+            ) as exc:
+                log.debug("fetch from node %s failed: %r", node, exc)
+                self._client.request_update()
+                for tp in positions:
+                    self._backoff_partition(tp)
+                return
+            self._handle_response(response, positions)
+        except asyncio.CancelledError:
+            raise
+        except Errors.KafkaError as exc:
+            log.warning("fetch from node %s failed: %r", node, exc)
+            for tp in positions:
+                st = self._subs.assignment.get(tp)
+                if st is not None:
+                    st.error = exc
+                    break
+            for tp in positions:
+                self._backoff_partition(tp)
+            self._data.set()
+        finally:
+            self._inflight.pop(node, None)
+            self._wake.set()
+
+    def _handle_response(self, response: Any, positions: Mapping[TopicPartition, int]) -> None:
+        if response.error_code:
+            raise Errors.for_code(response.error_code)("fetch request failed")
+        subs = self._subs
+        got_data = False
+        for topic_resp in response.responses:
+            topic = topic_resp.topic
+            for pd in topic_resp.partitions:
+                tp = TopicPartition(topic, pd.partition_index)
+                offset = positions.get(tp)
+                st = subs.assignment.get(tp)
+                if offset is None or st is None or st.position != offset:
+                    continue  # no longer assigned, or the position moved meanwhile
+                err = pd.error_code
+                if err == 0:
+                    st.highwater = pd.high_watermark
+                    if pd.last_stable_offset >= 0:
+                        st.lso = pd.last_stable_offset
+                    if pd.log_start_offset >= 0:
+                        st.log_start = pd.log_start_offset
+                    data = pd.records
+                    if data is None or len(data) == 0:
+                        continue
+                    aborted = None
+                    if self._isolation == READ_COMMITTED:
+                        aborted = [
+                            (a.producer_id, a.first_offset) for a in (pd.aborted_transactions or ())
+                        ]
+                    self._buffers[tp] = PartitionBuffer(
+                        tp,
+                        data,
+                        offset,
+                        check_crcs=self._check_crcs,
+                        aborted=aborted,
+                        last_stable_offset=st.lso,
+                        key_deserializer=self._kd,
+                        value_deserializer=self._vd,
+                    )
+                    got_data = True
+                elif err == Errors.OffsetOutOfRangeError.errno:
+                    if subs.default_reset is None:
+                        st.error = Errors.OffsetOutOfRangeError({tp: offset})
+                        got_data = True
+                    else:
+                        log.info("offset %s out of range for %s: resetting", offset, tp)
+                        subs.request_reset(tp)
+                else:
+                    exc_cls = Errors.for_code(err)
+                    if (
+                        exc_cls.invalid_metadata
+                        or exc_cls.retriable
+                        or err == Errors.UnknownTopicOrPartitionError.errno
+                    ):
+                        log.debug("fetch %s: %s, refreshing metadata", tp, exc_cls.__name__)
+                        self._client.request_update()
+                        self._backoff_partition(tp)
+                    else:
+                        st.error = exc_cls(f"fetch failed for {tp}")
+                        got_data = True
+        if got_data:
+            self._data.set()
+
+    # -- offsets lookup --------------------------------------------------------------------
+    async def _reset_positions(self) -> None:
+        pending = dict(self._subs.pending_resets())
+        if not pending:
+            return
+        try:
+            found = await self.list_offsets(pending, timeout_ms=self._request_timeout_ms)
+        except asyncio.CancelledError:
+            raise
+        except Errors.KafkaError as exc:
+            log.warning("offset reset failed: %r", exc)
+            await asyncio.sleep(self._backoff)
+            return
+        finally:
+            self._wake.set()
+        for tp, ts in pending.items():
+            st = self._subs.assignment.get(tp)
+            if st is None or st.reset != ts or tp not in found:
+                continue
+            offset = found[tp][0]
+            st.reset = None
+            st.position = offset if offset >= 0 else None
+        self._subs.changed()
+
+    async def list_offsets(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets for each partition (timestamp, or EARLIEST -2 / LATEST -1) at its
+        leader, retrying leader errors until ``timeout_ms``; returns tp -> (offset, timestamp)
+        with offset -1 when no record matches a timestamp."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        remaining = dict(timestamps)
+        result: dict[TopicPartition, tuple[int, int]] = {}
+        while remaining:
+            cluster = self._client.cluster
+            by_node: dict[int, dict[TopicPartition, int]] = {}
+            missing = False
+            for tp, ts in remaining.items():
+                leader = cluster.leader_for_partition(tp)
+                if leader is None or leader < 0:
+                    if cluster.partitions_for_topic(tp.topic) is not None and tp.partition not in (
+                        cluster.partitions_for_topic(tp.topic) or ()
+                    ):
+                        raise Errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+                    missing = True
+                    continue
+                by_node.setdefault(leader, {})[tp] = ts
+            retry = missing
+            results = await asyncio.gather(
+                *(self._list_offsets_node(node, tss, deadline) for node, tss in by_node.items()),
+                return_exceptions=True,
+            )
+            for res in results:
+                if isinstance(res, BaseException):
+                    if isinstance(res, Errors.KafkaError) and res.retriable:
+                        retry = True
+                        continue
+                    raise res
+                found, failed = res
+                result.update(found)
+                for tp in found:
+                    remaining.pop(tp, None)
+                retry = retry or failed
+            if not remaining:
+                break
+            if time.monotonic() >= deadline:
+                raise Errors.KafkaTimeoutError(
+                    f"offsets not found in {timeout_ms} ms for {sorted(remaining)}"
+                )
+            if retry:
+                fut = self._client.request_update()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(
+                        asyncio.shield(fut), max(0.0, min(1.0, deadline - time.monotonic()))
+                    )
+                await asyncio.sleep(self._backoff)
+        return result
+
+    async def _list_offsets_node(
+        self, node: int, timestamps: Mapping[TopicPartition, int], deadline: float
+    ) -> tuple[dict[TopicPartition, tuple[int, int]], bool]:
+        by_topic: dict[str, list[Any]] = {}
+        for tp, ts in timestamps.items():
+            by_topic.setdefault(tp.topic, []).append(
+                m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=tp.partition,
+                    current_leader_epoch=-1,
+                    timestamp=ts,
+                    max_num_offsets=1,
+                )
+            )
+        request = m.ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=self._isolation,
+            topics=[
+                m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        timeout = max(1.0, (deadline - time.monotonic()) * 1000)
+        response = await self._client.send(node, request, timeout_ms=timeout)
+        found: dict[TopicPartition, tuple[int, int]] = {}
+        failed = False
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.error_code:
+                    exc_cls = Errors.for_code(p.error_code)
+                    if exc_cls.retriable or exc_cls.invalid_metadata:
+                        failed = True
+                        continue
+                    raise exc_cls(f"ListOffsets failed for {tp}")
+                offset = p.offset
+                if p.old_style_offsets:
+                    offset = p.old_style_offsets[0]
+                found[tp] = (offset, p.timestamp)
+        return found, failed

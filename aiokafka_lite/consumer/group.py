@@ -1,0 +1,707 @@
+"""Consumer group membership, offset commits and position initialisation.
+
+One :class:`Coordinator` per consumer.  Its main task:
+
+* with a ``group_id`` and a topic/pattern subscription: finds the coordinator, joins the group
+  (JoinGroup, including KIP-394's member-id-required retry), runs the assignor when elected
+  leader, SyncGroup, applies the assignment and calls the rebalance listener; a heartbeat task
+  keeps the membership alive and triggers a rejoin on REBALANCE_IN_PROGRESS and friends;
+* without a ``group_id`` but with a subscription: assigns itself every partition of the
+  subscribed topics and follows metadata changes;
+* for every assigned partition without a position: the committed offset (OffsetFetch) or,
+  lacking one, a reset per ``auto_offset_reset``.
+
+Group traffic goes over the client's ``"coordinator"`` connection group, so it never queues
+behind a long-poll fetch.  Protocol: eager rebalancing (everything is revoked before a join).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.protocol import decode_data, encode_data
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+from .assignors import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
+from .subscription import SubscriptionState
+
+__all__ = ["Coordinator"]
+
+log = logging.getLogger(__name__)
+
+_REJOIN_CODES = {
+    Errors.RebalanceInProgressError.errno,
+    Errors.IllegalGenerationError.errno,
+    Errors.UnknownMemberIdError.errno,
+}
+_COORDINATOR_CODES = {
+    Errors.NotCoordinatorForGroupError.errno,
+    Errors.GroupCoordinatorNotAvailableError.errno,
+    Errors.RequestTimedOutError.errno,
+}
+_RETRY_CODES = {Errors.GroupLoadInProgressError.errno, Errors.UnstableOffsetCommitError.errno}
+
+
+def encode_subscription(meta: Any) -> bytes:
+    """ConsumerProtocolSubscription bytes for an assignor's metadata object."""
+    owned = getattr(meta, "owned_partitions", None) or []
+    obj = m.ConsumerProtocolSubscription(
+        topics=list(meta.subscription),
+        user_data=meta.user_data or None,
+        owned_partitions=[
+            m.ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=list(p))
+            for t, p in owned
+        ],
+        generation_id=getattr(meta, "generation_id", -1),
+    )
+    return encode_data(obj, min(max(int(getattr(meta, "version", 0) or 0), 0), 1))
+
+
+def decode_subscription(data: bytes) -> ConsumerProtocolMemberMetadata:
+    """Decode a member's ConsumerProtocolSubscription (any version)."""
+    obj, version = decode_data(m.ConsumerProtocolSubscription, bytes(data))
+    owned = [(tp.topic, list(tp.partitions)) for tp in (obj.owned_partitions or ())]
+    ud = bytes(obj.user_data) if obj.user_data is not None else None
+    return ConsumerProtocolMemberMetadata(
+        version, list(obj.topics), ud, owned, obj.generation_id, obj.rack_id
+    )
+
+
+def encode_assignment(assignment: Any) -> bytes:
+    """ConsumerProtocolAssignment bytes (version 0) for an assignor's result object."""
+    obj = m.ConsumerProtocolAssignment(
+        assigned_partitions=[
+            m.ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=list(p))
+            for t, p in assignment.assignment
+        ],
+        user_data=assignment.user_data or None,
+    )
+    return encode_data(obj, 0)
+
+
+def decode_assignment(data: bytes) -> ConsumerProtocolMemberAssignment:
+    """Decode a ConsumerProtocolAssignment (empty bytes = nothing assigned)."""
+    if not data:
+        return ConsumerProtocolMemberAssignment(0, [], None)
+    obj, version = decode_data(m.ConsumerProtocolAssignment, bytes(data))
+    parts = [(tp.topic, list(tp.partitions)) for tp in obj.assigned_partitions]
+    ud = bytes(obj.user_data) if obj.user_data is not None else None
+    return ConsumerProtocolMemberAssignment(version, parts, ud)
+
+
+async def _call_listener(fn: Any, partitions: set[TopicPartition]) -> None:
+    try:
+        res = fn(partitions)
+        if inspect.isawaitable(res):
+            await res
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("rebalance listener %r failed", fn)
+
+
+class Coordinator:
+    """Group membership + commits + position initialisation for one consumer."""
+
+    def __init__(
+        self,
+        client: Any,
+        subscriptions: SubscriptionState,
+        *,
+        group_id: str | None,
+        group_instance_id: str | None = None,
+        assignors: list[Any] | None = None,
+        session_timeout_ms: int = 10000,
+        rebalance_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 40000,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        exclude_internal_topics: bool = True,
+        isolation_level: str = "read_uncommitted",
+    ) -> None:
+        self._client = client
+        self._subs = subscriptions
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self._assignors = assignors or []
+        self._session_timeout_ms = session_timeout_ms
+        self._rebalance_timeout_ms = rebalance_timeout_ms
+        self._heartbeat_interval = heartbeat_interval_ms / 1000
+        self._max_poll_interval = max_poll_interval_ms / 1000
+        self._backoff = retry_backoff_ms / 1000
+        self._request_timeout_ms = request_timeout_ms
+        self._auto_commit = enable_auto_commit and group_id is not None
+        self._auto_commit_interval = auto_commit_interval_ms / 1000
+        self._exclude_internal = exclude_internal_topics
+        self._require_stable = isolation_level == "read_committed"
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.coordinator_id: int | None = None
+        self._rejoin = True
+        self._joined_topics: frozenset[str] = frozenset()
+        self._metadata_snapshot: dict[str, int] = {}
+        self._last_poll = time.monotonic()
+        self._poll_expired = False
+        self._last_committed: dict[TopicPartition, int] = {}
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._hb_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.fatal: BaseException | None = None
+        self.rebalances = 0
+        subscriptions.add_waker(self._wake.set)
+        client.cluster.add_listener(self._on_metadata)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def uses_group(self) -> bool:
+        """True when partitions come from group membership."""
+        return self.group_id is not None and self._subs.subscribed and not self._subs.user_assigned
+
+    def start(self) -> None:
+        """Start the coordination task (and the heartbeat task when in a group)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="aiokafka_lite-coordinator")
+            if self.group_id is not None:
+                self._hb_task = asyncio.create_task(
+                    self._heartbeat_loop(), name="aiokafka_lite-heartbeat"
+                )
+
+    async def close(self, leave: bool = True) -> None:
+        """Commit (auto commit), leave the group (not for static members) and stop tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.cluster.remove_listener(self._on_metadata)
+        self._subs.remove_waker(self._wake.set)
+        for t in (self._task, self._hb_task):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(BaseException):
+                    await t
+        if self._auto_commit and self.group_id is not None:
+            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._commit_positions(), self._request_timeout_ms / 1000)
+        if leave:
+            await self._leave_group("consumer stopped")
+
+    def poll(self) -> None:
+        """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
+        fatal group error if one happened."""
+        self._last_poll = time.monotonic()
+        if self._poll_expired:
+            self._poll_expired = False
+            self._rejoin = True
+            self._wake.set()
+        if self.fatal is not None:
+            exc, self.fatal = self.fatal, None
+            raise exc
+
+    def _on_metadata(self, cluster: Any) -> None:
+        subs = self._subs
+        if subs.pattern is not None:
+            subs.match_pattern(cluster.topics(self._exclude_internal))
+        if subs.subscribed and not subs.user_assigned:
+            snap = {t: len(cluster.partitions_for_topic(t) or ()) for t in subs.topics}
+            if snap != self._metadata_snapshot:
+                self._wake.set()
+
+    # -- main loop -------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while not self._closed:
+            self._wake.clear()
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Errors.KafkaError as exc:
+                if exc.retriable or isinstance(
+                    exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+                ):
+                    log.info("group coordination: %r; retrying", exc)
+                    await asyncio.sleep(self._backoff)
+                    continue
+                log.error("group coordination failed: %r", exc)
+                self.fatal = exc
+                await asyncio.sleep(self._backoff * 10)
+                continue
+            timeout = 1.0
+            if self._auto_commit and self._subs.assignment:
+                timeout = max(0.0, min(timeout, self._next_auto_commit - time.monotonic()))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _step(self) -> None:
+        subs = self._subs
+        if subs.subscribed and not subs.user_assigned:
+            self._track_topics()
+            if self.group_id is None:
+                self._assign_all()
+            elif self._needs_rejoin():
+                await self._rebalance()
+        if subs.missing_positions():
+            await self._init_positions()
+        if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+            try:
+                await self._commit_positions()
+            except Errors.CommitFailedError as exc:
+                log.warning("auto commit failed: %s", exc)
+
+    def _track_topics(self) -> None:
+        subs = self._subs
+        if subs.pattern is not None:
+            self._client.need_all_topics = True
+        else:
+            self._client.set_topics(sorted(subs.topics))
+
+    def _needs_rejoin(self) -> bool:
+        if self._poll_expired:
+            return False
+        if self._rejoin or self.generation < 0 or self._subs.topics != self._joined_topics:
+            return True
+        cluster = self._client.cluster
+        snap = {t: len(cluster.partitions_for_topic(t) or ()) for t in self._subs.topics}
+        return snap != self._metadata_snapshot
+
+    def _assign_all(self) -> None:
+        cluster = self._client.cluster
+        tps = {
+            TopicPartition(t, p)
+            for t in self._subs.topics
+            for p in (cluster.partitions_for_topic(t) or ())
+        }
+        self._metadata_snapshot = {
+            t: len(cluster.partitions_for_topic(t) or ()) for t in self._subs.topics
+        }
+        if tps != set(self._subs.assignment):
+            self._subs.assign_from_subscription(tps)
+
+    # -- coordinator discovery and requests ------------------------------------------------
+    async def _coordinator(self) -> int:
+        if self.coordinator_id is None:
+            assert self.group_id is not None
+            self.coordinator_id = await self._client.find_coordinator(self.group_id, 0)
+        return self.coordinator_id
+
+    async def _send(self, request: Any, timeout_ms: float | None = None) -> Any:
+        node = await self._coordinator()
+        try:
+            return await self._client.send(
+                node,
+                request,
+                group="coordinator",
+                timeout_ms=timeout_ms or self._request_timeout_ms,
+            )
+        except (Errors.KafkaConnectionError, Errors.NodeNotReadyError):
+            self.coordinator_id = None
+            raise
+
+    def _coordinator_error(self, code: int) -> bool:
+        if code in _COORDINATOR_CODES:
+            self.coordinator_id = None
+            return True
+        return False
+
+    # -- rebalance -------------------------------------------------------------------------
+    async def _rebalance(self) -> None:
+        subs = self._subs
+        # revoke everything (eager protocol): commit first so the next owner starts right
+        if subs.assignment:
+            if self._auto_commit:
+                try:
+                    await self._commit_positions()
+                except Errors.KafkaError as exc:
+                    log.warning("commit before rebalance failed: %r", exc)
+            revoked = set(subs.assignment)
+            subs.assign_from_subscription(())
+            if subs.listener is not None:
+                await _call_listener(subs.listener.on_partitions_revoked, revoked)
+        topics = subs.topics
+        await self._coordinator()
+        joined = await self._join(topics)
+        if not joined:
+            return
+        assignment = await self._sync(joined)
+        if assignment is None:
+            return
+        self._joined_topics = topics
+        self._rejoin = False
+        self.rebalances += 1
+        for a in self._assignors:
+            if a.name == self.protocol:
+                a.on_assignment(assignment)
+                if hasattr(a, "on_generation_assignment"):
+                    a.on_generation_assignment(self.generation)
+        tps = {TopicPartition(t, p) for t, ps in assignment.assignment for p in ps if t in topics}
+        subs.assign_from_subscription(tps)
+        self._last_committed = {}
+        log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
+        if subs.listener is not None:
+            await _call_listener(subs.listener.on_partitions_assigned, set(tps))
+
+    async def _join(self, topics: frozenset[str]) -> Any:
+        protocols = [
+            m.JoinGroupRequest.JoinGroupRequestProtocol(
+                name=a.name, metadata=encode_subscription(a.metadata(topics))
+            )
+            for a in self._assignors
+        ]
+        for _ in range(5):  # at most one member-id-required round trip, a few retries
+            request = m.JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout_ms=self._session_timeout_ms,
+                rebalance_timeout_ms=self._rebalance_timeout_ms,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+                protocol_type="consumer",
+                protocols=protocols,
+            )
+            cluster = self._client.cluster
+            self._metadata_snapshot = {
+                t: len(cluster.partitions_for_topic(t) or ()) for t in topics
+            }
+            resp = await self._send(
+                request, self._rebalance_timeout_ms + self._session_timeout_ms + 5000
+            )
+            code = resp.error_code
+            if code == 0:
+                self.generation = resp.generation_id
+                self.member_id = resp.member_id
+                self.protocol = resp.protocol_name
+                self.leader_id = resp.leader
+                return resp
+            if code == Errors.MemberIdRequired.errno:
+                self.member_id = resp.member_id
+                continue
+            if code == Errors.UnknownMemberIdError.errno:
+                self.member_id = ""
+                continue
+            if (
+                self._coordinator_error(code)
+                or code in _RETRY_CODES
+                or code == Errors.RebalanceInProgressError.errno
+            ):
+                await asyncio.sleep(self._backoff)
+                return None
+            raise Errors.for_code(code)(f"JoinGroup failed for group {self.group_id!r}")
+        return None
+
+    async def _sync(self, joined: Any) -> ConsumerProtocolMemberAssignment | None:
+        assignments = []
+        if joined.leader == self.member_id:
+            assignments = await self._assign(joined)
+        request = m.SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type="consumer",
+            protocol_name=self.protocol,
+            assignments=assignments,
+        )
+        resp = await self._send(request, self._rebalance_timeout_ms + 5000)
+        code = resp.error_code
+        if code == 0:
+            return decode_assignment(resp.assignment or b"")
+        if code == Errors.UnknownMemberIdError.errno:
+            self.member_id = ""
+        if code in _REJOIN_CODES or self._coordinator_error(code):
+            self._rejoin = True
+            return None
+        raise Errors.for_code(code)(f"SyncGroup failed for group {self.group_id!r}")
+
+    async def _assign(self, joined: Any) -> list[Any]:
+        assignor = next((a for a in self._assignors if a.name == joined.protocol_name), None)
+        if assignor is None:
+            raise Errors.IllegalStateError(f"group chose unknown assignor {joined.protocol_name!r}")
+        members = {mb.member_id: decode_subscription(mb.metadata) for mb in joined.members}
+        all_topics = set().union(*(set(md.subscription) for md in members.values()))
+        if not all_topics <= set(self._client.cluster.topics(False)):
+            self._client.add_topics(sorted(all_topics))
+            fut = self._client.request_update()
+            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(fut), self._request_timeout_ms / 1000)
+        result = assignor.assign(self._client.cluster, members)
+        log.info(
+            "group %s leader: assigned %s",
+            self.group_id,
+            {mid: list(a.assignment) for mid, a in result.items()},
+        )
+        return [
+            m.SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=mid, assignment=encode_assignment(a)
+            )
+            for mid, a in result.items()
+        ]
+
+    async def _leave_group(self, reason: str) -> None:
+        if self.group_id is None or (self.generation < 0 and not self.member_id):
+            return
+        if self.group_instance_id is not None or not self.member_id:
+            self.generation = -1
+            return
+        request = m.LeaveGroupRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            members=[m.LeaveGroupRequest.MemberIdentity(member_id=self.member_id, reason=reason)],
+        )
+        with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+            await asyncio.wait_for(self._send(request), self._request_timeout_ms / 1000)
+        self.generation = -1
+        self.member_id = ""
+
+    # -- heartbeat -------------------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._heartbeat_interval)
+            if not self.uses_group or self.generation < 0 or self._rejoin:
+                continue
+            if time.monotonic() - self._last_poll > self._max_poll_interval:
+                log.warning(
+                    "group %s: no getmany()/getone() for more than max_poll_interval_ms; leaving "
+                    "the group (it rejoins on the next poll)",
+                    self.group_id,
+                )
+                self._poll_expired = True
+                revoked = set(self._subs.assignment)
+                self._subs.assign_from_subscription(())
+                await self._leave_group("max_poll_interval_ms exceeded")
+                if self._subs.listener is not None and revoked:
+                    await _call_listener(self._subs.listener.on_partitions_revoked, revoked)
+                continue
+            request = m.HeartbeatRequest(
+                group_id=self.group_id,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+            )
+            try:
+                resp = await self._send(request)
+            except asyncio.CancelledError:
+                raise
+            except Errors.KafkaError as exc:
+                log.debug("heartbeat failed: %r", exc)
+                self.coordinator_id = None
+                continue
+            code = resp.error_code
+            if code == 0:
+                continue
+            if code == Errors.FencedInstanceIdError.errno:
+                self.fatal = Errors.FencedInstanceIdError(
+                    f"group_instance_id {self.group_instance_id!r} fenced"
+                )
+                self._rejoin = True
+            elif code in _REJOIN_CODES:
+                if code == Errors.UnknownMemberIdError.errno:
+                    self.member_id = ""
+                    self.generation = -1
+                self._rejoin = True
+                self._wake.set()
+            elif self._coordinator_error(code):
+                pass
+            else:
+                log.warning("heartbeat error %s", Errors.for_code(code).__name__)
+
+    # -- commits ---------------------------------------------------------------------------
+    def _check_group(self) -> None:
+        if self.group_id is None:
+            raise Errors.IllegalOperation("commit/committed need a group_id")
+
+    async def _commit_positions(self) -> None:
+        offsets = {
+            tp: OffsetAndMetadata(st.position, "")
+            for tp, st in self._subs.assignment.items()
+            if st.position is not None and self._last_committed.get(tp) != st.position
+        }
+        if offsets:
+            await self.commit(offsets)
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """OffsetCommit, retrying coordinator errors until request_timeout_ms. Raises
+        CommitFailedError when the group rebalanced (the partitions may belong to another
+        member now)."""
+        self._check_group()
+        if not offsets:
+            return
+        group_managed = self.uses_group
+        if group_managed and (self.generation < 0 or (self._rejoin and not self._subs.assignment)):
+            raise Errors.CommitFailedError(
+                "Commit cannot be completed: the consumer is not part of an active group generation "
+                "(a rebalance is in progress or max_poll_interval_ms was exceeded)"
+            )
+        deadline = time.monotonic() + self._request_timeout_ms / 1000
+        by_topic: dict[str, list[Any]] = {}
+        for tp, om in offsets.items():
+            offset, meta = (om.offset, om.metadata) if isinstance(om, tuple) else (int(om), "")
+            by_topic.setdefault(tp.topic, []).append(
+                m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=-1,
+                    committed_metadata=meta or "",
+                )
+            )
+        request = m.OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=self.generation if group_managed else -1,
+            member_id=self.member_id if group_managed else "",
+            group_instance_id=self.group_instance_id if group_managed else None,
+            retention_time_ms=-1,
+            topics=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        while True:
+            retry = False
+            try:
+                resp = await self._send(request)
+            except (
+                Errors.KafkaConnectionError,
+                Errors.KafkaTimeoutError,
+                Errors.NodeNotReadyError,
+            ) as exc:
+                retry = True
+                log.debug("commit failed: %r", exc)
+            else:
+                for t in resp.topics:
+                    for p in t.partitions:
+                        code = p.error_code
+                        if code == 0:
+                            self._last_committed[TopicPartition(t.name, p.partition_index)] = (
+                                offsets[TopicPartition(t.name, p.partition_index)][0]
+                            )
+                            continue
+                        if code in _REJOIN_CODES:
+                            if code == Errors.UnknownMemberIdError.errno:
+                                self.member_id = ""
+                                self.generation = -1
+                            self._rejoin = True
+                            self._wake.set()
+                            raise Errors.CommitFailedError(
+                                f"Commit cannot be completed: the group rebalanced "
+                                f"({Errors.for_code(code).__name__}); the partitions may have moved to "
+                                f"another member. Poll more often or raise max_poll_interval_ms."
+                            )
+                        if self._coordinator_error(code) or code in _RETRY_CODES:
+                            retry = True
+                            continue
+                        raise Errors.for_code(code)(
+                            f"commit failed for {t.name}[{p.partition_index}]"
+                        )
+            if not retry:
+                return
+            if time.monotonic() + self._backoff >= deadline:
+                raise Errors.KafkaTimeoutError("offset commit timed out")
+            await asyncio.sleep(self._backoff)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """OffsetFetch: the committed offset of each partition (None when there is none)."""
+        self._check_group()
+        tps = list(partitions)
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = m.OffsetFetchRequest(
+            group_id=self.group_id,
+            topics=[
+                m.OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
+            ],
+            groups=[
+                m.OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=self.group_id,
+                    member_id=None,
+                    member_epoch=-1,
+                    topics=[
+                        m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                            name=t, partition_indexes=ps
+                        )
+                        for t, ps in by_topic.items()
+                    ],
+                )
+            ],
+            require_stable=self._require_stable,
+        )
+        deadline = time.monotonic() + self._request_timeout_ms / 1000
+        while True:
+            retry = False
+            try:
+                resp = await self._send(request)
+            except (
+                Errors.KafkaConnectionError,
+                Errors.KafkaTimeoutError,
+                Errors.NodeNotReadyError,
+            ):
+                retry = True
+            else:
+                code, topics = resp.error_code, resp.topics
+                if resp.groups:
+                    code, topics = resp.groups[0].error_code, resp.groups[0].topics
+                if code and (self._coordinator_error(code) or code in _RETRY_CODES):
+                    retry = True
+                elif code:
+                    raise Errors.for_code(code)(f"OffsetFetch failed for group {self.group_id!r}")
+                else:
+                    out: dict[TopicPartition, OffsetAndMetadata | None] = {tp: None for tp in tps}
+                    for t in topics:
+                        for p in t.partitions:
+                            tp = TopicPartition(t.name, p.partition_index)
+                            if p.error_code:
+                                if p.error_code in _RETRY_CODES:
+                                    retry = True
+                                    break
+                                if p.error_code != Errors.UnknownTopicOrPartitionError.errno:
+                                    raise Errors.for_code(p.error_code)(
+                                        f"OffsetFetch failed for {tp}"
+                                    )
+                                continue
+                            if p.committed_offset >= 0:
+                                out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "")
+                    if not retry:
+                        return out
+            if time.monotonic() + self._backoff >= deadline:
+                raise Errors.KafkaTimeoutError("fetching committed offsets timed out")
+            await asyncio.sleep(self._backoff)
+
+    # -- positions ---------------------------------------------------------------------
+    async def _init_positions(self) -> None:
+        subs = self._subs
+        missing = [tp for tp in subs.missing_positions() if subs.assignment[tp].error is None]
+        if not missing:
+            return
+        committed: Mapping[TopicPartition, OffsetAndMetadata | None] = {}
+        if self.group_id is not None:
+            committed = await self.committed(missing)
+        for tp in missing:
+            st = subs.assignment.get(tp)
+            if st is None or st.position is not None or st.reset is not None:
+                continue  # changed meanwhile (seek, unassign)
+            om = committed.get(tp)
+            if om is not None:
+                st.position = om.offset
+                self._last_committed[tp] = om.offset
+            elif subs.default_reset is None:
+                st.error = Errors.NoOffsetForPartitionError(
+                    f"no committed offset for {tp} and auto_offset_reset='none'"
+                )
+            else:
+                st.reset = subs.default_reset
+        subs.changed()

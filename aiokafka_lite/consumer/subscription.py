@@ -1,0 +1,193 @@
+"""Subscription state of one consumer: what it wants (topics, pattern or manual assignment)
+and, per assigned partition, where it stands (position, pause, watermarks, pending reset).
+
+Plain data with no I/O.  Every change that affects fetching bumps ``version`` and calls the
+registered wakers, so the fetcher re-plans at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aiokafka_lite.errors import IllegalStateError
+from aiokafka_lite.structs import TopicPartition
+
+__all__ = ["PartitionState", "SubscriptionState", "OFFSET_RESET_STRATEGIES"]
+
+EARLIEST = -2  # ListOffsets timestamps
+LATEST = -1
+OFFSET_RESET_STRATEGIES = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+
+
+class PartitionState:
+    """Where the consumer stands on one assigned partition."""
+
+    __slots__ = ("position", "paused", "highwater", "lso", "reset", "error", "log_start")
+
+    def __init__(self) -> None:
+        self.position: int | None = None  # next offset to hand out; None = unknown yet
+        self.paused = False
+        self.highwater: int | None = None
+        self.lso: int | None = None
+        self.log_start: int | None = None
+        self.reset: int | None = None  # pending ListOffsets timestamp (EARLIEST/LATEST)
+        self.error: BaseException | None = None  # raised to the caller on the next poll
+
+    @property
+    def has_valid_position(self) -> bool:
+        """True when fetching can start (position known, no reset pending)."""
+        return self.position is not None and self.reset is None
+
+
+class SubscriptionState:
+    """Subscription and assignment of one consumer (aiokafka semantics: ``subscribe`` and
+    ``assign`` are mutually exclusive)."""
+
+    def __init__(self, default_reset: str = "latest") -> None:
+        if default_reset not in OFFSET_RESET_STRATEGIES:
+            raise ValueError(f"auto_offset_reset must be one of {sorted(OFFSET_RESET_STRATEGIES)}")
+        self.default_reset = OFFSET_RESET_STRATEGIES[default_reset]
+        self.topics: frozenset[str] = frozenset()
+        self.pattern: re.Pattern[str] | None = None
+        self.listener: Any = None
+        self.user_assigned = False
+        self.assignment: dict[TopicPartition, PartitionState] = {}
+        self.version = 0  # bumped on every change that matters to the fetcher
+        self.assignment_id = 0  # bumped when the set of assigned partitions changes
+        self._wakers: list[Callable[[], None]] = []
+
+    # -- change notification -------------------------------------------------------------
+    def add_waker(self, cb: Callable[[], None]) -> None:
+        """Register a callback run after every relevant change."""
+        self._wakers.append(cb)
+
+    def remove_waker(self, cb: Callable[[], None]) -> None:
+        """Unregister a callback added with add_waker."""
+        if cb in self._wakers:
+            self._wakers.remove(cb)
+
+    def changed(self) -> None:
+        """Bump the version and wake whoever waits for changes."""
+        self.version += 1
+        for cb in list(self._wakers):
+            cb()
+
+    # -- what the user wants ---------------------------------------------------------------
+    @property
+    def subscribed(self) -> bool:
+        """True when partitions come from a topic/pattern subscription (group or not)."""
+        return bool(self.topics) or self.pattern is not None
+
+    def subscribe(
+        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
+        """Subscribe to topics or a regex pattern (replaces any previous subscription)."""
+        if self.user_assigned:
+            raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
+        self.listener = listener
+        if pattern is not None:
+            self.pattern = re.compile(pattern)
+            self.topics = frozenset()
+        else:
+            self.pattern = None
+            self.topics = frozenset(topics)
+        self.changed()
+
+    def match_pattern(self, all_topics: Iterable[str]) -> bool:
+        """Pattern subscription: set topics to the matching ones; True when they changed."""
+        if self.pattern is None:
+            return False
+        matched = frozenset(t for t in all_topics if self.pattern.match(t))
+        if matched == self.topics:
+            return False
+        self.topics = matched
+        self.changed()
+        return True
+
+    def unsubscribe(self) -> None:
+        """Drop subscription and assignment."""
+        self.topics = frozenset()
+        self.pattern = None
+        self.listener = None
+        self.user_assigned = False
+        self._set_assignment(())
+
+    def assign_from_user(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manual assignment (no group membership)."""
+        if self.subscribed:
+            raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
+        self.user_assigned = True
+        self._set_assignment(partitions)
+
+    def assign_from_subscription(self, partitions: Iterable[TopicPartition]) -> None:
+        """Assignment decided by the group (or by metadata when there is no group)."""
+        self._set_assignment(partitions)
+
+    def _set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        new = {TopicPartition(tp.topic, tp.partition) for tp in partitions}
+        old = self.assignment
+        self.assignment = {tp: old.get(tp) or PartitionState() for tp in sorted(new)}
+        if new != set(old):
+            self.assignment_id += 1
+        self.changed()
+
+    # -- per partition ---------------------------------------------------------------------
+    def state(self, tp: TopicPartition) -> PartitionState:
+        """State of an assigned partition (IllegalStateError when not assigned)."""
+        try:
+            return self.assignment[tp]
+        except KeyError:
+            raise IllegalStateError(f"partition {tp} is not assigned") from None
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        """True when the partition is currently assigned."""
+        return tp in self.assignment
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Set the next offset to fetch (cancels a pending reset and any error)."""
+        st = self.state(tp)
+        st.position = offset
+        st.reset = None
+        st.error = None
+        self.changed()
+
+    def request_reset(self, tp: TopicPartition, timestamp: int | None = None) -> None:
+        """Ask for the position to be looked up by ListOffsets (EARLIEST / LATEST)."""
+        st = self.state(tp)
+        st.reset = self.default_reset if timestamp is None else timestamp
+        st.position = None
+        self.changed()
+
+    def pause(self, tp: TopicPartition) -> None:
+        """Stop fetching and handing out records of a partition."""
+        self.state(tp).paused = True
+        self.changed()
+
+    def resume(self, tp: TopicPartition) -> None:
+        """Undo pause()."""
+        self.state(tp).paused = False
+        self.changed()
+
+    def paused(self) -> set[TopicPartition]:
+        """Currently paused partitions."""
+        return {tp for tp, st in self.assignment.items() if st.paused}
+
+    def fetchable(self) -> list[TopicPartition]:
+        """Assigned, not paused, position known."""
+        return [
+            tp
+            for tp, st in self.assignment.items()
+            if not st.paused and st.position is not None and st.reset is None
+        ]
+
+    def missing_positions(self) -> list[TopicPartition]:
+        """Assigned partitions whose position is unknown and has no reset pending."""
+        return [
+            tp for tp, st in self.assignment.items() if st.position is None and st.reset is None
+        ]
+
+    def pending_resets(self) -> list[tuple[TopicPartition, int]]:
+        """(partition, ListOffsets timestamp) of every partition waiting for a reset."""
+        return [(tp, st.reset) for tp, st in self.assignment.items() if st.reset is not None]
