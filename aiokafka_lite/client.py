@@ -21,6 +21,7 @@ import functools
 import logging
 import random
 import ssl
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -374,7 +375,7 @@ class KafkaClient:
         bootstrap addresses (negative ids) are the last resort. If every candidate is backing
         off, the one whose backoff ends first.
         """
-        now = self._loop.time() if self._loop is not None else 0.0
+        now = _now()
         brokers = [int(b.nodeId) for b in self.cluster.brokers()]
         best, best_score = None, None
         n = len(brokers)
@@ -417,7 +418,7 @@ class KafkaClient:
 
     def in_backoff(self, node_id: int) -> bool:
         """True while ``node_id`` is waiting out a reconnect backoff."""
-        return self._loop is not None and self._backoff_until.get(node_id, 0.0) > self._loop.time()
+        return self._backoff_until.get(node_id, 0.0) > _now()
 
     async def _get_conn(
         self, node_id: int, group: str, timeout_ms: float | None = None
@@ -609,6 +610,13 @@ class KafkaClient:
         if last is not None:
             raise last
         raise Errors.KafkaTimeoutError(f"FindCoordinator({key!r}) timed out")
+
+
+def _now() -> float:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:  # called outside the loop (e.g. from a sync helper)
+        return time.monotonic()  # what the default event loops use for loop.time()
 
 
 def _chain(src: asyncio.Future[ClusterMetadata], dst: asyncio.Future[ClusterMetadata]) -> None:

@@ -1,0 +1,251 @@
+"""KafkaClient: bootstrap, metadata, coordinator lookup, pool, backoff, least-loaded choice."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+from fake_broker import FakeBroker, FakeConn, dead_port
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.client import KafkaClient, parse_bootstrap
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import TopicPartition
+
+
+def _fake_metadata(brokers: dict[int, int], controller: int = -1) -> object:
+    """A MetadataResponse naming loopback brokers ``{node_id: port}`` (for local tests)."""
+    B = m.MetadataResponse.MetadataResponseBroker
+    return m.MetadataResponse(
+        brokers=[B(node_id=n, host="127.0.0.1", port=p) for n, p in brokers.items()],
+        controller_id=controller,
+        topics=[],
+    )
+
+
+def test_parse_bootstrap():
+    assert parse_bootstrap("a:1, b ,[::1]:3") == [("a", 1), ("b", 9092), ("::1", 3)]
+    assert parse_bootstrap(["h:5"]) == [("h", 5)]
+    with pytest.raises(Errors.KafkaConfigurationError):
+        parse_bootstrap(" , ")
+
+
+async def test_bootstrap_skips_dead_first_entry(kafka_bootstrap):
+    client = KafkaClient(bootstrap_servers=f"127.0.0.1:{dead_port()},{kafka_bootstrap}")
+    t0 = time.monotonic()
+    await client.start()
+    try:
+        assert time.monotonic() - t0 < 5
+        brokers = client.cluster.brokers()
+        assert brokers
+        node = next(iter(brokers)).nodeId
+        # the bootstrap connection was re-keyed to the real node id, not thrown away
+        assert client.is_connected(node)
+        assert client.cluster.controller is not None
+        assert client.cluster.cluster_id
+    finally:
+        await client.close()
+
+
+async def test_bootstrap_all_dead():
+    client = KafkaClient(
+        bootstrap_servers=[f"127.0.0.1:{dead_port()}", f"127.0.0.1:{dead_port()}"],
+        request_timeout_ms=2000,
+    )
+    with pytest.raises(Errors.KafkaConnectionError, match="Unable to bootstrap"):
+        await asyncio.wait_for(client.start(), 10)
+    await client.close()
+
+
+async def test_metadata_64_partitions(kafka_bootstrap, new_topic):
+    topic = await new_topic(64)
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap) as client:
+        parts = await client.wait_for_topic(topic, 10000)
+        assert parts == set(range(64))
+        assert client.cluster.available_partitions_for_topic(topic) == set(range(64))
+        assert topic in client.cluster.topics()
+        broker_ids = {b.nodeId for b in client.cluster.brokers()}
+        for p in range(64):
+            tp = TopicPartition(topic, p)
+            leader = client.cluster.leader_for_partition(tp)
+            assert leader in broker_ids
+            meta = client.cluster.partition_metadata(tp)
+            assert meta is not None and meta.partition == p and meta.error is None
+            assert tp in (client.cluster.partitions_for_broker(leader) or set())
+        assert client.cluster.partitions_for_topic("no-such-topic-here") is None
+
+
+async def test_wait_for_topic_unknown_times_out(kafka_bootstrap):
+    async with KafkaClient(
+        bootstrap_servers=kafka_bootstrap, allow_auto_topic_creation=False, retry_backoff_ms=20
+    ) as client:
+        t0 = time.monotonic()
+        with pytest.raises(Errors.KafkaTimeoutError):
+            await client.wait_for_topic("surely-not-a-topic-1b2c3d", 400)
+        assert 0.35 < time.monotonic() - t0 < 2
+
+
+class _Spy:
+    """Counts metadata refreshes; lets a test hold one in progress."""
+
+    def __init__(self, client: KafkaClient) -> None:
+        self.calls = 0
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.release.set()
+        real = client._refresh_once
+
+        async def counting() -> bool:
+            self.calls += 1
+            self.started.set()
+            await asyncio.wait_for(self.release.wait(), 5)
+            return await real()
+
+        client._refresh_once = counting  # type: ignore[method-assign]
+
+
+async def test_request_update_coalesces(kafka_bootstrap):
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap, retry_backoff_ms=10) as client:
+        spy = _Spy(client)
+        version = client.cluster.version
+        futs = [client.request_update() for _ in range(100)]
+        assert all(f is futs[0] for f in futs)
+        assert await asyncio.wait_for(futs[0], 5) is client.cluster
+        assert spy.calls == 1
+        assert client.cluster.version == version + 1
+        # a request made while a refresh is running gets the *next* refresh
+        spy.started.clear()
+        spy.release.clear()
+        f1 = client.request_update()
+        await asyncio.wait_for(spy.started.wait(), 5)
+        f2 = client.request_update()
+        assert f2 is not f1
+        spy.release.set()
+        await asyncio.wait_for(asyncio.gather(f1, f2), 5)
+        assert spy.calls == 3
+        assert await client.force_metadata_update() is True
+
+
+async def test_reconnect_after_connection_drop(kafka_bootstrap):
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap, retry_backoff_ms=10) as client:
+        node = client.least_loaded_node()
+        await client.send(node, m.MetadataRequest(topics=[]))
+        conn = client._conns[(node, "default")]
+        conn._writer.transport.abort()  # type: ignore[union-attr]  # the socket dies under us
+        for _ in range(100):
+            if not client.is_connected(node):
+                break
+            await asyncio.sleep(0.01)
+        assert not client.is_connected(node)
+        resp = await asyncio.wait_for(client.send(node, m.MetadataRequest(topics=[])), 10)
+        assert resp.brokers
+        assert client.is_connected(node)
+        assert client._conns[(node, "default")] is not conn
+
+
+async def test_group_gets_its_own_connection(kafka_bootstrap):
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap) as client:
+        node = client.least_loaded_node()
+        await client.send(node, m.MetadataRequest(topics=[]))
+        await client.send(node, m.MetadataRequest(topics=[]), group="coordinator")
+        assert client.is_connected(node) and client.is_connected(node, "coordinator")
+        assert client._conns[(node, "default")] is not client._conns[(node, "coordinator")]
+
+
+async def test_find_coordinator(kafka_bootstrap):
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap) as client:
+        node = await client.find_coordinator("test-find-coordinator-group")
+        assert client.cluster.broker_metadata(node) is not None
+        resp = await client.send(node, m.MetadataRequest(topics=[]), group="coordinator")
+        assert resp.brokers
+
+
+async def test_send_to_unknown_node(kafka_bootstrap):
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap) as client:
+        with pytest.raises(Errors.KafkaConnectionError, match="not in the cluster metadata"):
+            await client.send(424242, m.MetadataRequest(topics=[]))
+
+
+# ------------------------------------------------------------ local fake servers
+
+
+async def _silent(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+    return None
+
+
+async def test_concurrent_senders_share_one_connect():
+    async with FakeBroker(_silent) as fb:
+        client = KafkaClient(bootstrap_servers=f"127.0.0.1:{fb.port}")
+        client.cluster.update_metadata(_fake_metadata({1: fb.port}))
+        try:
+            ok = await asyncio.wait_for(asyncio.gather(*(client.ready(1) for _ in range(20))), 5)
+            assert all(ok)
+            assert len(fb.conns) == 1
+        finally:
+            await client.close()
+
+
+async def test_least_loaded_node():
+    async with FakeBroker(_silent) as fa, FakeBroker(_silent) as fb, FakeBroker() as fc:
+        dead = dead_port()
+        client = KafkaClient(bootstrap_servers=f"127.0.0.1:{fa.port}", reconnect_backoff_ms=5000)
+        client.cluster.update_metadata(
+            _fake_metadata({1: fa.port, 2: fb.port, 3: dead, 4: fc.port})
+        )
+        try:
+            assert await client.ready(1) and await client.ready(2)
+            assert not await client.ready(3)  # refused: node 3 is now in reconnect backoff
+            assert client.in_backoff(3)
+            # a connected idle node wins over unconnected ones
+            assert client.least_loaded_node() in (1, 2)
+            hang = [asyncio.ensure_future(client.send(1, m.MetadataRequest())) for _ in range(3)]
+            hang.append(asyncio.ensure_future(client.send(2, m.MetadataRequest())))
+            await asyncio.sleep(0.05)
+            assert client._conns[(1, "default")].in_flight == 3
+            # fewest in flight among connected nodes; never the node in backoff
+            for _ in range(20):
+                assert client.least_loaded_node() == 2
+            client._conns[(2, "default")].close()
+            client._conns[(1, "default")].close()
+            await asyncio.gather(*hang, return_exceptions=True)
+            # nothing connected: a connectable node, still not the one in backoff
+            for _ in range(20):
+                assert client.least_loaded_node() in (1, 2, 4)
+            # every broker in backoff: the bootstrap address is the last resort
+            for node in (1, 2, 4):
+                client._backoff_until[node] = 1e18
+            assert client.least_loaded_node() == -1
+        finally:
+            await client.close()
+
+
+async def test_reconnect_backoff_grows_exponentially():
+    client = KafkaClient(
+        bootstrap_servers="127.0.0.1:1", reconnect_backoff_ms=40, reconnect_backoff_max_ms=200
+    )
+    client.cluster.update_metadata(_fake_metadata({7: dead_port()}))
+    try:
+        stamps = []
+        for _ in range(5):
+            assert not await asyncio.wait_for(client.ready(7), 5)
+            stamps.append(time.monotonic())
+        gaps = [b - a for a, b in itertools.pairwise(stamps)]
+        # 40, 80, 160, 200 (capped) ms, each +-20 % jitter
+        for gap, expect in zip(gaps, (40, 80, 160, 200)):
+            assert expect * 0.75 / 1000 <= gap <= expect * 1.25 / 1000 + 0.1, gaps
+        assert client.in_backoff(7)
+    finally:
+        await client.close()
+
+
+async def test_close_fails_waiters_and_is_idempotent(kafka_bootstrap):
+    client = KafkaClient(bootstrap_servers=kafka_bootstrap)
+    await client.start()
+    fut = client.request_update()
+    await client.close()
+    await client.close()
+    assert fut.done()
+    with pytest.raises(Errors.KafkaConnectionError):
+        await client.send(client.least_loaded_node(), m.MetadataRequest(topics=[]))
