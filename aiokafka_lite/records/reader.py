@@ -155,7 +155,7 @@ class RecordBatch:
     # -- records ----------------------------------------------------------
     def _records_data(self) -> bytes:
         section = self._view[_HEADER_SIZE:]
-        if self.compression_type == CODEC_NONE:
+        if self.compression_type == CODEC_NONE or (self.record_count == 0 and not section):
             return bytes(section)
         return decompress(self.compression_type, section, self._max_size)
 
