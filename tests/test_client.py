@@ -7,12 +7,12 @@ import itertools
 import time
 
 import pytest
-from fake_broker import FakeBroker, FakeConn, dead_port
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient, parse_bootstrap
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import TopicPartition
+from tests.fake_broker import FakeBroker, FakeConn, dead_port
 
 
 def _fake_metadata(brokers: dict[int, int], controller: int = -1) -> object:

@@ -8,12 +8,12 @@ import time
 import tracemalloc
 
 import pytest
-from fake_broker import FakeBroker, FakeConn
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._sasl import ScramClient
 from aiokafka_lite.conn import BrokerConnection
 from aiokafka_lite.protocol import messages as m
+from tests.fake_broker import FakeBroker, FakeConn
 
 
 def _hostport(bootstrap: str) -> tuple[str, int]:
@@ -130,7 +130,7 @@ async def test_unsupported_version_error(kafka_bootstrap):
 
 
 async def test_connect_refused():
-    from fake_broker import dead_port
+    from tests.fake_broker import dead_port
 
     t0 = time.monotonic()
     with pytest.raises(Errors.KafkaConnectionError):
