@@ -34,6 +34,12 @@ _FATAL = (
 _COORDINATOR_MOVED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
+class _AddPartitionsToTxnV3(m.AddPartitionsToTxnRequest):  # type: ignore[misc,valid-type]
+    """AddPartitionsToTxn capped at v3: v4+ (batched, VerifyOnly) are broker-to-broker only."""
+
+    MAX_VERSION = 3
+
+
 class TxnState(enum.Enum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
@@ -142,14 +148,11 @@ class TransactionManager:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         topics = [m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
                   for t, ps in by_topic.items()]
-        req = m.AddPartitionsToTxnRequest(
+        req = _AddPartitionsToTxnV3(
             v3_and_below_transactional_id=self.transactional_id,
             v3_and_below_producer_id=self.producer_id,
             v3_and_below_producer_epoch=self.producer_epoch,
             v3_and_below_topics=topics,
-            transactions=[m.AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
-                transactional_id=self.transactional_id, producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch, verify_only=False, topics=topics)],
         )
 
         def first_error(resp: Any) -> int:
