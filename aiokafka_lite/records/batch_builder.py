@@ -70,19 +70,22 @@ HeaderList = Sequence[tuple[str, "bytes | bytearray | memoryview | None"]]
 _time_ns = time.time_ns
 
 
-def _encode_headers(headers: HeaderList) -> bytes:
+def _encode_headers(headers: HeaderList) -> bytearray:
     """Encode the header count and headers of one record."""
-    parts = [encode_varint(len(headers))]
+    n = len(headers)
+    out = bytearray(SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1))
     for hkey, hval in headers:
         kb = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
-        parts.append(encode_varint(len(kb)))
-        parts.append(kb)
+        n = len(kb)
+        out += SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+        out += kb
         if hval is None:
-            parts.append(b"\x01")
+            out += b"\x01"
         else:
-            parts.append(encode_varint(len(hval)))
-            parts.append(bytes(hval))
-    return b"".join(parts)
+            n = len(hval)
+            out += SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+            out += hval
+    return out
 
 
 def _headers_size(headers: HeaderList) -> int:

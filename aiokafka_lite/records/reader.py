@@ -341,8 +341,13 @@ def _decode_headers(
     if n < 0 or n * 2 > rec_end - i:
         raise CorruptRecordException(f"invalid header count {n}")
     headers: list[tuple[str, bytes | None]] = []
+    add = headers.append
     for _ in range(n):
-        u, i = _uvarint(data, i)
+        u = data[i]
+        if u < 0x80:
+            i += 1
+        else:
+            u, i = _uvarint(data, i)
         if u & 1:
             raise CorruptRecordException("negative header key length")
         j = i + (u >> 1)
@@ -352,19 +357,21 @@ def _decode_headers(
             hkey = data[i:j].decode()
         except UnicodeDecodeError:
             raise CorruptRecordException("header key is not valid UTF-8") from None
-        u, i = _uvarint(data, j)
-        hvalue: bytes | None
-        if u == 1:
-            hvalue = None
+        u = data[j]
+        if u < 0x80:
+            i = j + 1
         else:
-            if u & 1:
-                raise CorruptRecordException("negative header value length")
-            j = i + (u >> 1)
-            if j > rec_end:
-                raise CorruptRecordException("header value runs past the end of the record")
-            hvalue = data[i:j]
-            i = j
-        headers.append((hkey, hvalue))
+            u, i = _uvarint(data, j)
+        if u == 1:
+            add((hkey, None))
+            continue
+        if u & 1:
+            raise CorruptRecordException("negative header value length")
+        j = i + (u >> 1)
+        if j > rec_end:
+            raise CorruptRecordException("header value runs past the end of the record")
+        add((hkey, data[i:j]))
+        i = j
     return headers, i
 
 
