@@ -376,7 +376,7 @@ def _decode_headers(
 
 
 def iter_batches(
-    buf: Buffer,
+    buf: Buffer | None,
     *,
     check_crcs: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -384,9 +384,12 @@ def iter_batches(
     """Yield each complete batch in ``buf``; a partial trailing batch is ignored.
 
     Magic 2 gives :class:`RecordBatch`, magic 0/1 :class:`LegacyBatch` (one per
-    top-level message; a compressed wrapper holds several records).  With
+    top-level message; a compressed wrapper holds several records); ``None``
+    (a null records field) yields nothing.  With
     ``check_crcs`` each batch's CRC is verified before it is yielded.
     """
+    if buf is None:  # a null records field
+        return
     view = _byte_view(buf)
     pos = 0
     end = len(view)
@@ -424,7 +427,7 @@ def iter_batches(
 
 
 def read_batches(
-    buf: Buffer,
+    buf: Buffer | None,
     *,
     check_crcs: bool = True,
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -434,6 +437,8 @@ def read_batches(
     ``trailing_partial_bytes > 0`` with no batches means the first batch is
     larger than the fetch size allowed.
     """
+    if buf is None:
+        return [], 0
     view = _byte_view(buf)
     batches = list(
         iter_batches(view, check_crcs=check_crcs, max_decompressed_size=max_decompressed_size)
