@@ -1,3 +1,55 @@
-"""aiokafka_lite: an asyncio-native Apache Kafka client written from the wire protocol up."""
+"""aiokafka_lite: an asyncio-native Apache Kafka client written from the wire protocol up.
+
+The public API follows aiokafka's, so code written for aiokafka runs after changing the import::
+
+    from aiokafka_lite import AIOKafkaConsumer, AIOKafkaProducer
+"""
+
+from .admin import AIOKafkaAdminClient, NewTopic
+from .client import KafkaClient
+from .consumer import (
+    AbstractPartitionAssignor,
+    AIOKafkaConsumer,
+    Consumer,
+    ConsumerRebalanceListener,
+    RangePartitionAssignor,
+    RoundRobinPartitionAssignor,
+    StickyPartitionAssignor,
+)
+from .producer import AIOKafkaProducer, DefaultPartitioner, Producer, RoundRobinPartitioner
+from .structs import (
+    BrokerMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    PartitionMetadata,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AIOKafkaAdminClient",
+    "AIOKafkaConsumer",
+    "AIOKafkaProducer",
+    "AbstractPartitionAssignor",
+    "BrokerMetadata",
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "DefaultPartitioner",
+    "KafkaClient",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "PartitionMetadata",
+    "Producer",
+    "RangePartitionAssignor",
+    "RecordMetadata",
+    "RoundRobinPartitionAssignor",
+    "RoundRobinPartitioner",
+    "StickyPartitionAssignor",
+    "TopicPartition",
+    "__version__",
+]
