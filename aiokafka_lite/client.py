@@ -252,10 +252,13 @@ class KafkaClient:
         """Ask for a refresh; returns a future resolved with the cluster after the next success.
 
         Calls before the refresh starts share one future. The future only resolves on success:
-        wait on it with a timeout (it fails with KafkaConnectionError when the client closes).
+        wait on it with a timeout (it fails with KafkaConnectionError once the client is closed).
         """
-        if self._closed:
-            raise Errors.KafkaConnectionError("client closed")
+        if self._closed:  # a failed (already retrieved) future: callers may ignore it
+            failed: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
+            failed.set_exception(Errors.KafkaConnectionError("client closed"))
+            failed.exception()
+            return failed
         fut = self._md_future
         if fut is None or fut.done():
             fut = self._md_future = asyncio.get_running_loop().create_future()

@@ -41,6 +41,8 @@ CLIENT_SOFTWARE_NAME = "aiokafka-lite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 _I32 = struct.Struct(">i")
+#: frames below this size written in the same loop iteration are joined into one write()
+_COALESCE_LIMIT = 16 * 1024
 _UNSUPPORTED_VERSION = 35
 _API_VERSIONS_KEY = 18
 # error_code int16 35 right after the 4-byte correlation id of an ApiVersions response
@@ -125,6 +127,8 @@ class BrokerConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._transport: Any = None
         self._high_water = 64 * 1024
+        self._wqueue: list[bytes | bytearray] = []  # small frames waiting for _flush
+        self._flush_scheduled = False
         self._reader_task: asyncio.Task[None] | None = None
         self._idle_handle: asyncio.TimerHandle | None = None
         # correlation id -> (future, request class, version, deadline timer)
@@ -322,10 +326,30 @@ class BrokerConnection:
         return await fut
 
     def _write(self, frame: bytes | bytearray) -> None:
+        """Queue a frame; small frames written in one loop iteration go out in one syscall."""
         self.last_activity = self._loop.time()  # type: ignore[union-attr]
-        self._writer.write(frame)  # type: ignore[union-attr]
+        if len(frame) >= _COALESCE_LIMIT:
+            if self._wqueue:
+                self._flush()
+            self._writer.write(frame)  # type: ignore[union-attr]
+            return
+        self._wqueue.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        queue = self._wqueue
+        if not queue:
+            return
+        data = queue[0] if len(queue) == 1 else b"".join(queue)
+        queue.clear()
+        if not self._closed:
+            self._writer.write(data)  # type: ignore[union-attr]
 
     async def _drain(self, deadline: float) -> None:
+        self._flush()
         try:
             await asyncio.wait_for(
                 self._writer.drain(),  # type: ignore[union-attr]
@@ -487,6 +511,11 @@ class BrokerConnection:
         """Close the stream and fail every pending request and slot waiter at once."""
         if self._closed:
             return
+        if self._wqueue:  # frames already accepted (e.g. acks=0) still go out before the FIN
+            try:
+                self._flush()
+            except Exception:  # pragma: no cover - transport already broken
+                self._wqueue.clear()
         self._closed = True
         self._connected = False
         self.close_reason = reason
@@ -503,6 +532,7 @@ class BrokerConnection:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
+        self._wqueue.clear()
         if self._writer is not None:
             try:
                 self._writer.close()
