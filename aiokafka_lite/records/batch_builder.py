@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from crc32c import crc32c
 
 from aiokafka_lite.errors import IllegalStateError
-from aiokafka_lite.records._varint import SMALL, SMALL_LIMIT, encode_uvarint, encode_varint
+from aiokafka_lite.records._varint import SMALL, encode_uvarint, encode_varint
 from aiokafka_lite.records.compression import CODEC_NAMES, CODEC_NONE, compress
 
 __all__ = [
@@ -183,12 +183,13 @@ class RecordBatchBuilder:
             delta = timestamp_ms - self._base_ts
             if timestamp_ms > self._max_ts:
                 self._max_ts = timestamp_ms
-            u = (delta << 1) ^ (delta >> 63)
-            tsb = SMALL[u] if 0 <= u < SMALL_LIMIT else encode_varint(delta)
-            odb = SMALL[count << 1] if count < 8192 else encode_uvarint(count << 1)
+            if 0 <= delta < 8192 and count < 8192:
+                pre = SMALL[delta << 1] + SMALL[count << 1]
+            else:
+                pre = encode_varint(delta) + encode_uvarint(count << 1)
         else:
             self._base_ts = self._max_ts = timestamp_ms
-            tsb = odb = b"\x00"
+            pre = b"\x00\x00"  # timestampDelta 0, offsetDelta 0
         if key is None:
             kb = b"\x01"
             key = b""
@@ -201,25 +202,15 @@ class RecordBatchBuilder:
         else:
             n = len(value)
             vb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+        # attributes 0 | deltas | key | value | headers
         rec = b"".join(
-            (
-                b"\x00",
-                tsb,
-                odb,
-                kb,
-                key,
-                vb,
-                value,
-                _encode_headers(headers) if headers else b"\x00",
-            )
+            (b"\x00", pre, kb, key, vb, value, _encode_headers(headers) if headers else b"\x00")
         )
         n = len(rec)
         lb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
         buf = self._buf
         if count and len(buf) + len(lb) + n > self._limit:
             return None
-        if self._built:
-            raise IllegalStateError("RecordBatchBuilder.append() after build()")
         buf += lb
         buf += rec
         self._count = count + 1
@@ -292,6 +283,8 @@ class RecordBatchBuilder:
         if self._built:
             return buf
         self._built = True
+        # From now on append() and set_producer_state() raise (no per-append flag check).
+        self.__class__ = _BuiltRecordBatchBuilder
         if self._codec != CODEC_NONE and self._count:
             packed = compress(self._codec, memoryview(buf)[HEADER_SIZE:], self._level)
             out = buf[:HEADER_SIZE]
@@ -323,6 +316,22 @@ class RecordBatchBuilder:
             f"RecordBatchBuilder(codec={self._codec}, records={self._count}, "
             f"size={len(self._buf)}, built={self._built})"
         )
+
+
+class _BuiltRecordBatchBuilder(RecordBatchBuilder):
+    """A builder after ``build()``: read-only."""
+
+    __slots__ = ()
+
+    def append(
+        self,
+        timestamp_ms: int | None,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: HeaderList = (),
+    ) -> int | None:
+        """Always raises: the batch is already built."""
+        raise IllegalStateError("RecordBatchBuilder.append() after build()")
 
 
 def restamp(buf: bytearray, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
