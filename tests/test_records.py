@@ -11,6 +11,7 @@ from crc32c import crc32c
 
 from aiokafka_lite.errors import (
     CorruptRecordException,
+    IllegalArgumentError,
     IllegalStateError,
     KafkaError,
     UnsupportedCodecError,
@@ -258,6 +259,23 @@ def test_none_timestamp_uses_wall_clock() -> None:
     assert before <= builder.last_timestamp <= after
     batch = one_batch(builder.build())
     assert batch.record_tuples()[0][1] == builder.last_timestamp
+
+
+def test_out_of_range_timestamp() -> None:
+    builder = RecordBatchBuilder()
+    with pytest.raises(IllegalArgumentError):
+        builder.append(2**63, None, b"v")
+    builder.append(0, None, b"v")
+    with pytest.raises(IllegalArgumentError):
+        builder.append(-(2**64), None, b"v")
+    assert builder.record_count == 1
+    assert one_batch(builder.build()).record_count == 1
+
+
+def test_null_records_field() -> None:
+    assert list(iter_batches(None)) == []
+    assert read_batches(None) == ([], 0)
+    assert read_batches(b"") == ([], 0)
 
 
 def test_empty_batch_builds() -> None:

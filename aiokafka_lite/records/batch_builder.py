@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from aiokafka_lite.errors import IllegalStateError
+from aiokafka_lite.errors import IllegalArgumentError, IllegalStateError
 from aiokafka_lite.records._varint import SMALL, encode_uvarint, encode_varint
 from aiokafka_lite.records.compression import CODEC_NAMES, CODEC_NONE, compress
 
@@ -68,6 +68,13 @@ _RECORD_OVERHEAD_MAX = 36
 HeaderList = Sequence[tuple[str, "bytes | bytearray | memoryview | None"]]
 
 _time_ns = time.time_ns
+
+
+def _check_timestamp(timestamp_ms: int) -> None:
+    # The fast path (first record, or delta in 0..8191) never needs more checks than this:
+    # a base timestamp this far below the int64 limit keeps base + delta within int64.
+    if not -(1 << 63) <= timestamp_ms < (1 << 63) - 8192:
+        raise IllegalArgumentError(f"timestamp {timestamp_ms} ms is out of range")
 
 
 def _encode_headers(headers: HeaderList) -> bytearray:
@@ -186,8 +193,10 @@ class RecordBatchBuilder:
             if 0 <= delta < 8192 and count < 8192:
                 pre = SMALL[delta << 1] + SMALL[count << 1]
             else:
+                _check_timestamp(timestamp_ms)
                 pre = encode_varint(delta) + encode_uvarint(count << 1)
         else:
+            _check_timestamp(timestamp_ms)
             self._base_ts = self._max_ts = timestamp_ms
             pre = b"\x00\x00"  # timestampDelta 0, offsetDelta 0
         if key is None:
