@@ -347,12 +347,30 @@ class KafkaClient:
         except Errors.KafkaError as exc:
             log.info("metadata refresh via node %s failed: %s", node_id, exc)
             return False
+        except Exception:  # a bug must not kill the one refresher task
+            log.exception("metadata refresh via node %s crashed", node_id)
+            return False
         if not resp.brokers:
             log.warning("ignoring a metadata answer without brokers from node %s", node_id)
             return False
-        self.cluster.update_metadata(resp)
+        try:
+            self.cluster.update_metadata(resp)
+        except Exception:
+            log.exception("cannot apply metadata answer from node %s", node_id)
+            return False
         self._adopt_bootstrap_conns()
+        self._close_moved_conns()
         return True
+
+    def _close_moved_conns(self) -> None:
+        """Close connections to nodes that left the cluster or changed address."""
+        for (node_id, _group), conn in list(self._conns.items()):
+            if node_id < 0:
+                continue
+            b = self.cluster.broker_metadata(node_id)
+            if b is None or (b.host, b.port) != (conn.host, conn.port):
+                log.info("node %s left or moved; closing %r", node_id, conn)
+                conn.close(None)
 
     def _adopt_bootstrap_conns(self) -> None:
         """Re-key bootstrap connections to the real node at the same address; close the rest."""

@@ -309,6 +309,8 @@ class BrokerConnection:
 
         if self._slots >= self.max_in_flight or self._slot_waiters:
             await self._wait_slot(deadline)
+            if self._closed:  # closed after the slot was handed over, before we resumed
+                raise self._closed_error()
         else:
             self._slots += 1
         corr = self._next_corr

@@ -309,3 +309,96 @@ def test_scram_sha256_rfc7677_vector():
     c.verify_server_final(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
     with pytest.raises(Errors.KafkaError):
         c.verify_server_final(b"v=AAAA")
+
+
+async def test_sasl_plain_handshake(broker):
+    broker.skip_on(
+        "tansu", reason="Tansu answers every SaslHandshake with UNSUPPORTED_SASL_MECHANISM"
+    )
+    host, port = _hostport(broker.bootstrap)
+    conn = BrokerConnection(
+        host,
+        port,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password="secret",
+    )
+    await conn.connect()  # noida accepts any PLAIN credentials
+    try:
+        resp = await conn.send(m.MetadataRequest(topics=[]))
+        assert resp.brokers
+    finally:
+        conn.close()
+
+
+async def test_sasl_rejected_handshake_is_an_error(broker):
+    broker.skip_on("noida", "external", "kafka", reason="only Tansu rejects every mechanism")
+    host, port = _hostport(broker.bootstrap)
+    conn = BrokerConnection(host, port, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN")
+    with pytest.raises(Errors.UnsupportedSaslMechanismError):
+        await conn.connect(timeout_ms=5000)
+    assert conn.closed
+
+
+# -------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl CLI not available to make a test certificate")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_through_terminating_proxy(kafka_bootstrap, tls_files):
+    """SSL: a TLS-terminating proxy in front of the real broker (the brokers lack TLS setup)."""
+    import ssl
+
+    cert, key = tls_files
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    bhost, bport = _hostport(kafka_bootstrap)
+
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            w.close()
+
+    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        br, bw = await asyncio.open_connection(bhost, bport)
+        await asyncio.gather(pipe(r, bw), pipe(br, w))
+
+    proxy = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    port = proxy.sockets[0].getsockname()[1]
+    try:
+        ctx = ssl.create_default_context(cafile=str(cert))
+        conn = BrokerConnection("127.0.0.1", port, security_protocol="SSL", ssl_context=ctx)
+        await conn.connect(timeout_ms=10000)
+        try:
+            resp = await conn.send(m.MetadataRequest(topics=[]))
+            assert resp.brokers
+        finally:
+            conn.close()
+        # an untrusted certificate is a connection error, not a hang
+        bad = BrokerConnection("127.0.0.1", port, security_protocol="SSL")
+        with pytest.raises(Errors.KafkaConnectionError):
+            await bad.connect(timeout_ms=5000)
+    finally:
+        proxy.close()
