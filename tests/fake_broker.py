@@ -17,9 +17,12 @@ Behaviour = Callable[["FakeConn", int, int, int], Awaitable[None]]
 API_RANGES = [(18, 0, 0), (3, 0, 12), (10, 0, 6)]  # ApiVersions, Metadata, FindCoordinator
 
 
-def api_versions_v0(corr: int, error: int) -> bytes:
-    body = struct.pack(">ih", corr, error) + struct.pack(">i", len(API_RANGES))
-    body += b"".join(struct.pack(">hhh", *r) for r in API_RANGES)
+def api_versions_v0(
+    corr: int, error: int, ranges: list[tuple[int, int, int]] | None = None
+) -> bytes:
+    ranges = API_RANGES if ranges is None else ranges
+    body = struct.pack(">ih", corr, error) + struct.pack(">i", len(ranges))
+    body += b"".join(struct.pack(">hhh", *r) for r in ranges)
     return struct.pack(">i", len(body)) + body
 
 
@@ -39,10 +42,16 @@ class FakeConn:
 
 
 class FakeBroker:
-    """``async with FakeBroker(behaviour) as fb: fb.port``; ``behaviour(conn, key, ver, corr)``."""
+    """``async with FakeBroker(behaviour) as fb: fb.port``; ``behaviour(conn, key, ver, corr)``.
 
-    def __init__(self, behaviour: Behaviour | None = None):
+    ``ranges`` replaces the advertised ``(api_key, min, max)`` list.
+    """
+
+    def __init__(
+        self, behaviour: Behaviour | None = None, ranges: list[tuple[int, int, int]] | None = None
+    ):
         self.behaviour = behaviour
+        self.ranges = ranges
         self.conns: list[FakeConn] = []
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
@@ -75,7 +84,7 @@ class FakeBroker:
                 key, ver, corr = struct.unpack_from(">hhi", payload)
                 conn.requests.append((key, ver, corr))
                 if key == 18:
-                    writer.write(api_versions_v0(corr, 35 if ver > 0 else 0))
+                    writer.write(api_versions_v0(corr, 35 if ver > 0 else 0, self.ranges))
                 elif self.behaviour is not None:
                     await self.behaviour(conn, key, ver, corr)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import struct
 import time
 
 import pytest
@@ -251,3 +252,91 @@ async def test_close_fails_waiters_and_is_idempotent(kafka_bootstrap):
     assert fut.done()
     with pytest.raises(Errors.KafkaConnectionError):
         await client.send(client.least_loaded_node(), m.MetadataRequest(topics=[]))
+
+
+async def test_find_coordinator_retries_then_succeeds():
+    """COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS are retried; the v0 single-key shape is read."""
+    answers = [15, 14, 0]
+
+    async def coordinator(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        assert key == 10 and ver == 0
+        code = answers.pop(0)
+        host = b"127.0.0.1"
+        body = struct.pack(">ihi", corr, code, 9 if code == 0 else -1)
+        body += struct.pack(">h", len(host)) + host + struct.pack(">i", 19092)
+        conn.send_raw(struct.pack(">i", len(body)) + body)
+
+    async with FakeBroker(coordinator, ranges=[(18, 0, 0), (10, 0, 0)]) as fb:
+        client = KafkaClient(bootstrap_servers=f"127.0.0.1:{fb.port}", retry_backoff_ms=10)
+        client.cluster.update_metadata(_fake_metadata({1: fb.port}))
+        try:
+            node = await asyncio.wait_for(client.find_coordinator("g", timeout_ms=3000), 5)
+            assert node == 9 and not answers
+            # the coordinator was not in the brokers list: its address is remembered
+            assert client.cluster.broker_metadata(9) == (9, "127.0.0.1", 19092, None)
+        finally:
+            await client.close()
+
+
+async def test_find_coordinator_gives_up_with_last_error():
+    async def unavailable(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        body = struct.pack(">ihi", corr, 15, -1) + struct.pack(">h", 0) + struct.pack(">i", -1)
+        conn.send_raw(struct.pack(">i", len(body)) + body)
+
+    async with FakeBroker(unavailable, ranges=[(18, 0, 0), (10, 0, 0)]) as fb:
+        client = KafkaClient(bootstrap_servers=f"127.0.0.1:{fb.port}", retry_backoff_ms=20)
+        client.cluster.update_metadata(_fake_metadata({1: fb.port}))
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(Errors.CoordinatorNotAvailableError):
+                await client.find_coordinator("g", timeout_ms=300)
+            assert time.monotonic() - t0 < 1.0
+        finally:
+            await client.close()
+
+
+def test_cluster_metadata_snapshot():
+    from aiokafka_lite.cluster import ClusterMetadata
+
+    R = m.MetadataResponse
+    resp = R(
+        brokers=[R.MetadataResponseBroker(node_id=1, host="h", port=1, rack="r1")],
+        controller_id=1,
+        cluster_id="c",
+        topics=[
+            R.MetadataResponseTopic(
+                name="t",
+                partitions=[
+                    R.MetadataResponsePartition(partition_index=0, leader_id=1, leader_epoch=3),
+                    R.MetadataResponsePartition(partition_index=1, leader_id=-1, error_code=5),
+                ],
+            ),
+            R.MetadataResponseTopic(name="__consumer_offsets", is_internal=True, partitions=[
+                R.MetadataResponsePartition(partition_index=0, leader_id=1)]),
+            R.MetadataResponseTopic(name="secret", error_code=29),
+            R.MetadataResponseTopic(name="new", error_code=5),
+        ],
+    )  # fmt: skip
+    cluster = ClusterMetadata()
+    seen: list[int] = []
+    cluster.add_listener(lambda c: seen.append(c.version))
+    cluster.update_metadata(resp)
+    assert seen == [1]
+    assert cluster.partitions_for_topic("t") == {0, 1}
+    assert cluster.available_partitions_for_topic("t") == {0}
+    assert cluster.leader_for_partition(TopicPartition("t", 1)) == -1
+    meta1 = cluster.partition_metadata(TopicPartition("t", 1))
+    assert meta1 is not None and isinstance(meta1.error, Errors.LeaderNotAvailableError)
+    meta0 = cluster.partition_metadata(TopicPartition("t", 0))
+    assert meta0 is not None and meta0.leader_epoch == 3 and meta0.error is None
+    assert cluster.topics() == {"t"}
+    assert cluster.topics(exclude_internal_topics=False) == {"t", "__consumer_offsets"}
+    assert cluster.unauthorized_topics == {"secret"}
+    assert cluster.topic_error("new") == 5 and cluster.topic_error("t") == 0
+    assert cluster.controller is not None and cluster.controller.rack == "r1"
+    assert cluster.partitions_for_broker(1) == {
+        TopicPartition("t", 0),
+        TopicPartition("__consumer_offsets", 0),
+    }
+    cluster.update_metadata(R(brokers=[], topics=[]))
+    assert cluster.partitions_for_topic("t") is None and cluster.controller is None
