@@ -504,3 +504,19 @@ def test_compressed_bomb_batch_is_rejected() -> None:
     with pytest.raises(CorruptRecordException, match="limit"):
         one_batch(buf, max_decompressed_size=1 << 20).record_tuples()
     assert len(one_batch(buf).record_tuples()[0][3]) == 8 << 20
+
+
+def test_old_kafka_lz4_header_in_magic_0() -> None:
+    from aiokafka_lite.records.legacy import _xxh32_short
+
+    assert [_xxh32_short(x) for x in (b"", b"a", b"abc")] == [0x02CC5D05, 0x550D7456, 0x32D153FF]
+    inner = b"".join(legacy_message(i, 0, 0, -1, None, b"old %d" % i) for i in range(3))
+    frame = bytearray(compress(CODEC_LZ4, inner))
+    assert frame[6] == (_xxh32_short(bytes(frame[4:6])) >> 8) & 0xFF  # standard header checksum
+    frame[6] = (
+        _xxh32_short(bytes(frame[0:6])) >> 8
+    ) & 0xFF  # Kafka 0.8/0.9: magic bytes hashed too
+    with pytest.raises(CorruptRecordException):
+        decompress(CODEC_LZ4, bytes(frame))
+    (batch,) = iter_batches(legacy_message(2, 0, CODEC_LZ4, -1, None, bytes(frame)))
+    assert [v for _, _, _, v, _ in batch.record_tuples()] == [b"old 0", b"old 1", b"old 2"]

@@ -10,7 +10,8 @@ Message layout (big-endian)::
 a compressed "wrapper" message's value is itself a message set.  For magic
 1 wrappers the inner offsets are relative: absolute = wrapper offset - last
 inner offset + inner offset.  Bit 3 (magic 1) means LogAppendTime: the inner
-messages then take the wrapper's timestamp.
+messages then take the wrapper's timestamp.  Magic-0 LZ4 wrappers written by
+Kafka 0.8/0.9 carry a non-standard frame header checksum, repaired before decoding.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ import zlib
 from collections.abc import Iterator
 
 from aiokafka_lite.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka_lite.records.compression import CODEC_MASK, CODEC_NAMES, CODEC_NONE, decompress
+from aiokafka_lite.records.compression import (
+    CODEC_LZ4,
+    CODEC_MASK,
+    CODEC_NAMES,
+    CODEC_NONE,
+    decompress,
+)
 from aiokafka_lite.records.record import NO_TIMESTAMP, Record, RecordTuple
 
 __all__ = ["LegacyBatch", "LEGACY_MIN_SIZE"]
@@ -34,6 +41,52 @@ _INT64 = struct.Struct(">q")
 
 # (offset, timestamp, key, value, crc)
 _Message = tuple[int, int, "bytes | None", "bytes | None", int]
+
+
+_XXH_P1, _XXH_P2, _XXH_P3, _XXH_P4, _XXH_P5 = (
+    2654435761,
+    2246822519,
+    3266489917,
+    668265263,
+    374761393,
+)
+_M32 = 0xFFFFFFFF
+
+
+def _xxh32_short(data: bytes) -> int:
+    """xxHash32 (seed 0) of fewer than 16 bytes: enough for an LZ4 frame descriptor."""
+    n = len(data)
+    acc = (_XXH_P5 + n) & _M32
+    i = 0
+    while i + 4 <= n:
+        acc = (acc + int.from_bytes(data[i : i + 4], "little") * _XXH_P3) & _M32
+        acc = (((acc << 17) | (acc >> 15)) & _M32) * _XXH_P4 & _M32
+        i += 4
+    while i < n:
+        acc = (acc + data[i] * _XXH_P5) & _M32
+        acc = (((acc << 11) | (acc >> 21)) & _M32) * _XXH_P1 & _M32
+        i += 1
+    acc ^= acc >> 15
+    acc = (acc * _XXH_P2) & _M32
+    acc ^= acc >> 13
+    acc = (acc * _XXH_P3) & _M32
+    return acc ^ (acc >> 16)
+
+
+def _fix_old_kafka_lz4(frame: bytes) -> bytes:
+    """Rewrite the LZ4 frame header checksum of a magic-0 message.
+
+    Kafka 0.8/0.9 hashed the 4 magic bytes along with the frame descriptor,
+    so standard decoders reject its header; recompute it over the descriptor.
+    """
+    if len(frame) < 7 or frame[:4] != b"\x04\x22\x4d\x18":
+        return frame
+    flg = frame[4]
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)  # content size, dict id
+    if len(frame) <= end:
+        return frame
+    hc = (_xxh32_short(frame[4:end]) >> 8) & 0xFF
+    return frame[:end] + bytes((hc,)) + frame[end + 1 :]
 
 
 def _read_bytes(view: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
@@ -152,7 +205,10 @@ class LegacyBatch:
             raise CorruptRecordException(
                 f"compressed legacy message at offset {self.last_offset} has a null value"
             )
-        data = memoryview(decompress(self.compression_type, self.value, self._max_size))
+        packed = self.value
+        if self.magic == 0 and self.compression_type == CODEC_LZ4:
+            packed = _fix_old_kafka_lz4(packed)
+        data = memoryview(decompress(self.compression_type, packed, self._max_size))
         end = len(data)
         pos = 0
         raw: list[_Message] = []
