@@ -207,6 +207,10 @@ def _snappy_raw(block: bytes | bytearray | memoryview, budget: int) -> bytes:
         raise CorruptRecordException(f"invalid snappy data: {exc}") from None
     if n > budget:
         raise CorruptRecordException(f"snappy data expands beyond the size limit ({n} > {budget})")
+    if n > 22 * len(block) + 64:  # one 3-byte snappy copy element yields at most 64 bytes
+        raise CorruptRecordException(
+            f"invalid snappy data: {len(block)} bytes cannot expand to {n}"
+        )
     out = bytearray(n)
     try:
         written = cramjam.snappy.decompress_raw_into(block, out)
