@@ -1,0 +1,280 @@
+"""Executor-side I/O: read one offset range into Arrow batches, write Arrow batches to Kafka.
+
+Both are coroutines / async generators meant to run on a private event loop
+(:mod:`aiokafka_lite.sync`); every client is created inside them and closed before they end,
+so nothing loop-bound survives a Spark task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.consumer import AIOKafkaConsumer
+from aiokafka_lite.producer import AIOKafkaProducer
+from aiokafka_lite.spark._offsets import OffsetRange, client_kwargs
+from aiokafka_lite.spark._options import KafkaOptions
+from aiokafka_lite.structs import TopicPartition
+
+__all__ = [
+    "HEADERS_TYPE",
+    "READ_SCHEMA_DDL",
+    "arrow_read_schema",
+    "read_range",
+    "write_batches",
+]
+
+_HEADER_STRUCT = pa.struct([("key", pa.string()), ("value", pa.binary())])
+HEADERS_TYPE = pa.list_(_HEADER_STRUCT)
+
+#: Spark's built-in Kafka source schema (``headers`` only with includeHeaders=true).
+READ_SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+_HEADERS_DDL = ", headers array<struct<key string, value binary>>"
+
+#: Rows per Arrow batch handed to Spark.
+ROWS_PER_BATCH = 8192
+#: Records asked of the consumer per getmany().
+_POLL_RECORDS = 8192
+#: Produce handles kept before the oldest are awaited (bounds memory on big writes).
+_MAX_PENDING = 65536
+
+
+def read_schema_ddl(include_headers: bool) -> str:
+    """The DDL schema string of a read, with or without the headers column."""
+    return READ_SCHEMA_DDL + (_HEADERS_DDL if include_headers else "")
+
+
+def arrow_read_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow schema of the batches :func:`read_range` yields."""
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(("headers", HEADERS_TYPE))
+    return pa.schema(fields)
+
+
+class _Columns:
+    """Column builders for one Arrow batch of records from one partition."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.schema = arrow_read_schema(include_headers)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.ts_types: list[int] = []
+        self.headers: list[list[tuple[str, bytes | None]]] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, records: Sequence[Any], end: int) -> bool:
+        """Append records below ``end``; True once a record at or past ``end`` was seen."""
+        keys, values, offsets = self.keys, self.values, self.offsets
+        timestamps, ts_types, headers = self.timestamps, self.ts_types, self.headers
+        want_headers = self.include_headers
+        for r in records:
+            offset = r.offset
+            if offset >= end:
+                return True
+            keys.append(r.key)
+            values.append(r.value)
+            offsets.append(offset)
+            timestamps.append(r.timestamp * 1000)
+            ts_types.append(r.timestamp_type)
+            if want_headers:
+                headers.append(list(r.headers or ()))
+        return False
+
+    def flush(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self.topic] * n, pa.string()),
+            pa.array([self.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.ts_types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADERS_TYPE))
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` (offsets ``[start, end)``) as Arrow record batches.
+
+    Offsets missing inside the range (compaction, transaction markers) are skipped. Raises
+    ``OffsetOutOfRangeError`` when the range start was deleted and ``failOnDataLoss`` is on
+    (else reading resumes at the log start), and ``KafkaTimeoutError`` when no progress is made
+    for ``kafkaConsumer.pollTimeoutMs``.
+    """
+    if rng.size <= 0:
+        return
+    tp = TopicPartition(rng.topic, rng.partition)
+    consumer = AIOKafkaConsumer(
+        **client_kwargs(
+            AIOKafkaConsumer,
+            options,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="none",
+        )
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, rng.start)
+        cols = _Columns(rng.topic, rng.partition, options.include_headers)
+        position = rng.start
+        stall_deadline = time.monotonic() + options.poll_timeout_ms / 1000
+        while position < rng.end:
+            try:
+                batch = await consumer.getmany(
+                    tp, timeout_ms=min(1000, options.poll_timeout_ms), max_records=_POLL_RECORDS
+                )
+            except Errors.OffsetOutOfRangeError:
+                position = await _after_data_loss(consumer, tp, position, options)
+                continue
+            records = batch.get(tp)
+            if records:
+                done = cols.add(records, rng.end)
+                position = rng.end if done else records[-1].offset + 1
+                stall_deadline = time.monotonic() + options.poll_timeout_ms / 1000
+                if len(cols) >= ROWS_PER_BATCH:
+                    yield cols.flush()
+                continue
+            moved = await consumer.position(tp)  # a batch of only skipped offsets moves it
+            if moved > position:
+                position = moved
+                stall_deadline = time.monotonic() + options.poll_timeout_ms / 1000
+            elif time.monotonic() > stall_deadline:
+                raise Errors.KafkaTimeoutError(
+                    f"{tp}: no records at offset {position} (range ends at {rng.end}) within "
+                    f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}"
+                )
+        if len(cols):
+            yield cols.flush()
+    finally:
+        await consumer.stop()
+
+
+async def _after_data_loss(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, position: int, options: KafkaOptions
+) -> int:
+    earliest = (await consumer.beginning_offsets([tp]))[tp]
+    if options.fail_on_data_loss or earliest <= position:
+        raise Errors.OffsetOutOfRangeError(
+            f"{tp}: offset {position} is no longer available (log start is {earliest}); "
+            "records were deleted before they were read. Set failOnDataLoss=false to skip them."
+        )
+    consumer.seek(tp, earliest)
+    return earliest
+
+
+def _as_bytes(col: pa.Array | pa.ChunkedArray, name: str) -> list[bytes | None]:
+    typ = col.type
+    values: list[Any] = col.to_pylist()
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_null(typ):
+        return values
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return [None if v is None else v.encode() for v in values]
+    raise Errors.IllegalArgumentError(f"column {name!r} must be string or binary, not {typ}")
+
+
+def _headers(col: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
+    out: list[list[tuple[str, bytes | None]] | None] = []
+    for row in col.to_pylist():
+        if row is None:
+            out.append(None)
+            continue
+        hs = []
+        for h in row:
+            v = h["value"]
+            hs.append((h["key"], v.encode() if isinstance(v, str) else v))
+        out.append(hs)
+    return out
+
+
+async def _settle(handles: Iterable[Any]) -> None:
+    """Wait for produce handles; raise the first delivery failure."""
+    for h in handles:
+        if not h.done():
+            await h
+        elif (exc := h.exception()) is not None:
+            raise exc
+
+
+async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]) -> int:
+    """Produce every row of ``batches``; returns how many were acknowledged.
+
+    Columns: ``value`` (required), ``key``, ``topic`` (unless the ``topic`` option is set, which
+    wins, as in Spark), ``partition``, ``headers``; string or binary. At-least-once: a failed
+    task may have written some rows before it failed.
+    """
+    producer = AIOKafkaProducer(**client_kwargs(AIOKafkaProducer, options, **_producer_defaults(options)))
+    await producer.start()
+    count = 0
+    pending: deque[Any] = deque()
+    try:
+        for batch in batches:
+            names = batch.schema.names
+            n = batch.num_rows
+            if "value" not in names:
+                raise Errors.IllegalArgumentError("a Kafka write needs a 'value' column")
+            values = _as_bytes(batch.column("value"), "value")
+            keys = _as_bytes(batch.column("key"), "key") if "key" in names else [None] * n
+            if options.topic is not None:
+                topics: list[Any] = [options.topic] * n
+            elif "topic" in names:
+                topics = batch.column("topic").to_pylist()
+            else:
+                raise Errors.IllegalArgumentError("set the 'topic' option or give a 'topic' column")
+            parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+            headers = _headers(batch.column("headers")) if "headers" in names else [None] * n
+            send = producer.send
+            for i in range(n):
+                topic = topics[i]
+                if topic is None:
+                    raise Errors.IllegalArgumentError("null topic in the 'topic' column")
+                pending.append(await send(topic, values[i], key=keys[i], partition=parts[i], headers=headers[i]))
+                if len(pending) > _MAX_PENDING:
+                    await _settle(pending.popleft() for _ in range(_MAX_PENDING // 2))
+            count += n
+            await asyncio.sleep(0)  # let the sender task drain between Arrow batches
+        await producer.flush()
+        await _settle(pending)
+    finally:
+        pending.clear()
+        await asyncio.wait_for(producer.stop(), options.poll_timeout_ms / 1000)
+    return count
+
+
+def _producer_defaults(options: KafkaOptions) -> dict[str, Any]:
+    """Throughput-friendly defaults a ``kafka.*`` option can override."""
+    defaults: dict[str, Any] = {"linger_ms": 5, "max_batch_size": 256 * 1024}
+    return {k: v for k, v in defaults.items() if k not in options.client}

@@ -1,0 +1,299 @@
+"""Driver-side offset planning: which partitions to read and which offsets bound them.
+
+Coroutines here open their own :class:`~aiokafka_lite.client.KafkaClient` and close it before
+returning; run them with :func:`aiokafka_lite.sync.run`.
+
+The exact end of a partition is taken from a Fetch response's high watermark (or last stable
+offset under ``read_committed``), not from ListOffsets(latest): Tansu 0.6 answers that with the
+base offset of its newest batch + 1, which is short of the end whenever that batch holds more
+than one record. A Fetch at a known-good offset with ``max_wait_ms=0`` is just as cheap and
+exact on every broker. The log start comes from ListOffsets(earliest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.spark._options import EARLIEST, LATEST, KafkaOptions
+from aiokafka_lite.structs import TopicPartition
+
+__all__ = [
+    "OffsetRange",
+    "PlanningClient",
+    "client_kwargs",
+    "plan_batch",
+    "split_ranges",
+]
+
+#: How long planning may retry retriable errors (leader changes, metadata not ready).
+_PLAN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets ``[start, end)`` of one topic-partition: the unit of work of one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Number of offsets in the range (records, unless compacted or transactional)."""
+        return max(0, self.end - self.start)
+
+
+def client_kwargs(target: Any, options: KafkaOptions, **extra: Any) -> dict[str, Any]:
+    """Keyword arguments for ``target`` (a client class): bootstrap, the ``kafka.*`` options it
+    accepts, then ``extra`` (which wins)."""
+    accepted = set(inspect.signature(target).parameters)
+    kw: dict[str, Any] = {"bootstrap_servers": options.bootstrap_servers}
+    kw.update({k: v for k, v in options.client.items() if k in accepted})
+    kw.update(extra)
+    return kw
+
+
+class PlanningClient:
+    """A metadata + offsets view of the cluster for planning (``async with`` it)."""
+
+    def __init__(self, options: KafkaOptions) -> None:
+        self.options = options
+        self.client = KafkaClient(
+            **client_kwargs(KafkaClient, options, allow_auto_topic_creation=False)
+        )
+        self.isolation = 1 if options.read_committed else 0
+
+    async def __aenter__(self) -> PlanningClient:
+        await self.client.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.close()
+
+    # ---------------------------------------------------------------- partitions
+
+    async def topic_partitions(self) -> list[TopicPartition]:
+        """The partitions named by subscribe / subscribePattern / assign, sorted."""
+        opts = self.options
+        client = self.client
+        if opts.assign is not None:
+            return sorted(TopicPartition(t, p) for t, ps in opts.assign.items() for p in ps)
+        if opts.pattern is not None:
+            client.need_all_topics = True
+            await client.force_metadata_update()
+            rx = re.compile(opts.pattern)
+            topics = sorted(t for t in client.cluster.topics() if rx.fullmatch(t))
+        else:
+            topics = list(opts.subscribe)
+            await asyncio.wait_for(asyncio.shield(client.set_topics(topics)), _PLAN_TIMEOUT_S)
+        out: list[TopicPartition] = []
+        for topic in topics:
+            parts = client.cluster.partitions_for_topic(topic)
+            out.extend(TopicPartition(topic, p) for p in sorted(parts or ()))
+        return out
+
+    # ------------------------------------------------------------------- offsets
+
+    async def _leaders(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        deadline = time.monotonic() + _PLAN_TIMEOUT_S
+        tps = list(tps)
+        self.client.add_topics({tp.topic for tp in tps})
+        while True:
+            by_node: dict[int, list[TopicPartition]] = {}
+            missing = []
+            for tp in tps:
+                leader = self.client.cluster.leader_for_partition(tp)
+                if leader is None or leader < 0:
+                    missing.append(tp)
+                else:
+                    by_node.setdefault(leader, []).append(tp)
+            if not missing:
+                return by_node
+            if time.monotonic() > deadline:
+                raise Errors.KafkaTimeoutError(f"no leader known for {missing[:5]} after {_PLAN_TIMEOUT_S:g} s")
+            await self.client.force_metadata_update()
+            await asyncio.sleep(self.client.retry_backoff_ms / 1000)
+
+    async def _retrying(self, tps: list[TopicPartition], one_node: Any) -> dict[TopicPartition, Any]:
+        """Run ``one_node(node, tps) -> ({tp: value}, [tps to retry])`` per leader until done."""
+        deadline = time.monotonic() + _PLAN_TIMEOUT_S
+        result: dict[TopicPartition, Any] = {}
+        todo = list(tps)
+        while todo:
+            by_node = await self._leaders(todo)
+            answers = await asyncio.gather(*(one_node(node, part) for node, part in by_node.items()))
+            todo = []
+            for done, retry in answers:
+                result.update(done)
+                todo.extend(retry)
+            if todo:
+                if time.monotonic() > deadline:
+                    raise Errors.KafkaTimeoutError(f"offsets of {todo[:5]} not available after {_PLAN_TIMEOUT_S:g} s")
+                await self.client.force_metadata_update()
+                await asyncio.sleep(self.client.retry_backoff_ms / 1000)
+        return result
+
+    async def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+        """ListOffsets for ``timestamp`` (-2 earliest, -1 latest, else ms): -1 where none."""
+
+        async def one_node(node: int, part: list[TopicPartition]) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
+            topics: dict[str, list[Any]] = {}
+            for tp in part:
+                topics.setdefault(tp.topic, []).append(
+                    m.ListOffsetsRequest.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp)
+                )
+            req = m.ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=self.isolation,
+                topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+            )
+            resp = await self.client.send(node, req)
+            done: dict[TopicPartition, int] = {}
+            retry: list[TopicPartition] = []
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code == 0:
+                        offset = p.offset
+                        if offset == -1 and p.old_style_offsets:
+                            offset = p.old_style_offsets[0]
+                        done[tp] = offset
+                    elif Errors.for_code(p.error_code).retriable:
+                        retry.append(tp)
+                    else:
+                        Errors.raise_for_code(p.error_code, f"ListOffsets {tp}")
+            retry.extend(tp for tp in part if tp not in done and tp not in retry)
+            return done, retry
+
+        return await self._retrying(tps, one_node)
+
+    async def high_watermarks(
+        self, tps: list[TopicPartition], fetch_at: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """The exact end of each partition: a Fetch's high watermark (LSO if read_committed).
+
+        ``fetch_at`` gives an offset known to exist or to equal the end (the log start).
+        """
+
+        async def one_node(node: int, part: list[TopicPartition]) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
+            topics: dict[str, list[Any]] = {}
+            for tp in part:
+                topics.setdefault(tp.topic, []).append(
+                    m.FetchRequest.FetchPartition(
+                        partition=tp.partition, fetch_offset=max(0, fetch_at.get(tp, 0)), partition_max_bytes=1
+                    )
+                )
+            req = m.FetchRequest(
+                replica_id=-1,
+                max_wait_ms=1,  # Tansu answers max_wait_ms=0 with no partitions at all
+                min_bytes=0,
+                max_bytes=1,
+                isolation_level=self.isolation,
+                session_id=0,
+                session_epoch=-1,
+                topics=[m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            )
+            resp = await self.client.send(node, req)
+            if resp.error_code:
+                Errors.raise_for_code(resp.error_code, "Fetch (high watermark)")
+            done: dict[TopicPartition, int] = {}
+            retry: list[TopicPartition] = []
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = TopicPartition(t.topic, p.partition_index)
+                    if p.error_code == 0 or (p.error_code == 1 and p.high_watermark >= 0):
+                        # OFFSET_OUT_OF_RANGE still carries the watermark on Kafka and noida.
+                        end = p.last_stable_offset if self.isolation and p.last_stable_offset >= 0 else p.high_watermark
+                        done[tp] = end
+                    elif Errors.for_code(p.error_code).retriable:
+                        retry.append(tp)
+                    else:
+                        Errors.raise_for_code(p.error_code, f"Fetch {tp}")
+            retry.extend(tp for tp in part if tp not in done and tp not in retry)
+            return done, retry
+
+        return await self._retrying(tps, one_node)
+
+    async def bounds(self, tps: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """``{tp: (log start, exact end)}``."""
+        if not tps:
+            return {}
+        earliest = await self.list_offsets(tps, EARLIEST)
+        ends = await self.high_watermarks(tps, earliest)
+        return {tp: (earliest[tp], max(earliest[tp], ends[tp])) for tp in tps}
+
+    async def resolve(
+        self, tps: list[TopicPartition], spec: Any, bounds: dict[TopicPartition, tuple[int, int]], *, default: int
+    ) -> dict[TopicPartition, int]:
+        """Concrete offsets for an offset spec ("earliest" / "latest" / JSON dict / timestamp).
+
+        Partitions missing from a JSON spec get ``default`` (EARLIEST or LATEST).
+        """
+        if isinstance(spec, tuple):  # ("timestamp", ms): first offset at or after it, else end
+            found = await self.list_offsets(tps, int(spec[1]))
+            return {tp: (found[tp] if found.get(tp, -1) >= 0 else bounds[tp][1]) for tp in tps}
+        out: dict[TopicPartition, int] = {}
+        for tp in tps:
+            if spec == "earliest":
+                want = EARLIEST
+            elif spec == "latest":
+                want = LATEST
+            else:
+                want = spec.get(tp.topic, {}).get(tp.partition, default)
+            lo, hi = bounds[tp]
+            out[tp] = lo if want == EARLIEST else hi if want == LATEST else want
+        return out
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Split the largest ranges until there are at least ``min_partitions`` (as Spark's option)."""
+    out = [r for r in ranges if r.size > 0]
+    if not min_partitions or len(out) >= min_partitions:
+        return out
+    total = sum(r.size for r in out)
+    if total == 0:
+        return out
+    result: list[OffsetRange] = []
+    for r in out:
+        pieces = max(1, min(r.size, round(min_partitions * r.size / total)))
+        step, extra = divmod(r.size, pieces)
+        start = r.start
+        for i in range(pieces):
+            end = start + step + (1 if i < extra else 0)
+            result.append(OffsetRange(r.topic, r.partition, start, end))
+            start = end
+    return result
+
+
+async def plan_batch(options: KafkaOptions) -> list[OffsetRange]:
+    """Resolve a batch query's offset ranges (one or more per topic-partition)."""
+    async with PlanningClient(options) as pc:
+        tps = await pc.topic_partitions()
+        bounds = await pc.bounds(tps)
+        starts = await pc.resolve(tps, options.starting, bounds, default=EARLIEST)
+        ends = await pc.resolve(tps, options.ending, bounds, default=LATEST)
+    ranges = []
+    for tp in tps:
+        lo, hi = bounds[tp]
+        start, end = starts[tp], ends[tp]
+        if start < lo:
+            if options.fail_on_data_loss:
+                raise Errors.OffsetOutOfRangeError(
+                    f"{tp}: startingOffsets {start} is before the log start {lo} (records were deleted); "
+                    "set failOnDataLoss=false to read from the log start instead"
+                )
+            start = lo
+        end = min(end, hi)
+        if end > start:
+            ranges.append(OffsetRange(tp.topic, tp.partition, start, end))
+    return split_ranges(ranges, options.min_partitions)

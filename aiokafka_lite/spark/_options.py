@@ -1,0 +1,220 @@
+"""Parse the Spark data source options into plain, picklable settings (no pyspark, no I/O).
+
+Option names follow Spark's built-in Kafka source where they apply (Spark passes them in
+lower case; they are matched case-insensitively here too):
+
+* ``kafka.bootstrap.servers`` (or ``bootstrap.servers``): required.
+* One of ``subscribe`` (comma list), ``subscribePattern`` (regex, full match) or ``assign``
+  (JSON ``{"topic": [0, 1]}``) for reads.
+* ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or JSON
+  ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest); ``startingTimestamp`` /
+  ``endingTimestamp`` (ms since the epoch, for every partition).
+* ``maxOffsetsPerTrigger``, ``minPartitions``, ``includeHeaders``, ``failOnDataLoss``,
+  ``kafkaConsumer.pollTimeoutMs``.
+* ``topic`` for writes (else a ``topic`` column per row).
+* ``kafka.<java.config.name>``: passed to the producer/consumer as the keyword argument of the
+  same meaning (``kafka.compression.type`` -> ``compression_type``, ``kafka.batch.size`` ->
+  ``max_batch_size``, ...). Numbers and ``true``/``false`` are converted. Options that would
+  break the data source's own offset handling (``group.id``, ``auto.offset.reset``,
+  ``enable.auto.commit``, (de)serializers) are refused, as Spark does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka_lite.errors import IllegalArgumentError
+
+__all__ = ["EARLIEST", "LATEST", "KafkaOptions", "OffsetSpec", "parse_options", "parse_offsets_json"]
+
+#: Special offsets in offset JSON, as in Spark and in Kafka's ListOffsets.
+EARLIEST = -2
+LATEST = -1
+
+#: ``"earliest"`` / ``"latest"`` / ``{"topic": {partition: offset}}`` / ``("timestamp", ms)``.
+OffsetSpec = Any
+
+# Java config name -> keyword argument, where the names differ beyond dots vs underscores.
+_RENAMED = {
+    "batch.size": "max_batch_size",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+}
+_REFUSED = {
+    "group.id": "the data source tracks offsets itself and never joins a consumer group",
+    "auto.offset.reset": "use startingOffsets / endingOffsets instead",
+    "enable.auto.commit": "the data source never commits offsets to Kafka",
+    "key.serializer": "keys are written as bytes (cast the column to string or binary)",
+    "value.serializer": "values are written as bytes (cast the column to string or binary)",
+    "key.deserializer": "keys are always read as bytes (cast the column in Spark)",
+    "value.deserializer": "values are always read as bytes (cast the column in Spark)",
+}
+
+
+def _convert(value: str) -> Any:
+    text = value.strip()
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text
+
+
+def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
+    """``kafka.*`` options as keyword arguments (bootstrap servers excluded)."""
+    out: dict[str, Any] = {}
+    for key, raw in opts.items():
+        if not key.startswith("kafka."):
+            continue
+        name = key[len("kafka.") :]
+        if name == "bootstrap.servers":
+            continue
+        if name in _REFUSED:
+            raise IllegalArgumentError(f"Kafka option 'kafka.{name}' is not supported: {_REFUSED[name]}")
+        kwarg = _RENAMED.get(name, name.replace(".", "_"))
+        value = _convert(raw)
+        if kwarg == "compression_type" and isinstance(value, str) and value.lower() in ("none", ""):
+            value = None
+        elif kwarg == "acks" and value == "all":
+            value = -1
+        out[kwarg] = value
+    return out
+
+
+def parse_offsets_json(text: str, what: str) -> dict[str, dict[int, int]]:
+    """Parse ``{"topic": {"0": 23, "1": -2}}`` into ``{"topic": {0: 23, 1: -2}}``."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise IllegalArgumentError(f"{what}: not valid JSON: {text!r}") from exc
+    if not isinstance(data, dict):
+        raise IllegalArgumentError(f"{what}: expected a JSON object of topics, got {text!r}")
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise IllegalArgumentError(f"{what}: topic {topic!r} must map partitions to offsets")
+        try:
+            out[str(topic)] = {int(p): int(o) for p, o in parts.items()}
+        except (TypeError, ValueError) as exc:
+            raise IllegalArgumentError(f"{what}: bad partition/offset under {topic!r}: {parts!r}") from exc
+    return out
+
+
+def _parse_assign(text: str) -> dict[str, list[int]]:
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError
+        return {str(t): sorted({int(p) for p in ps}) for t, ps in data.items()}
+    except (TypeError, ValueError) as exc:
+        raise IllegalArgumentError(f"assign: expected JSON like {{\"topic\": [0, 1]}}, got {text!r}") from exc
+
+
+def _offset_spec(opts: Mapping[str, str], name: str, ts_name: str, default: str) -> OffsetSpec:
+    if ts_name in opts:
+        try:
+            return ("timestamp", int(opts[ts_name]))
+        except ValueError as exc:
+            raise IllegalArgumentError(f"{ts_name}: expected milliseconds, got {opts[ts_name]!r}") from exc
+    text = opts.get(name, default).strip()
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    return parse_offsets_json(text, name)
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    low = raw.strip().lower()
+    if low not in ("true", "false"):
+        raise IllegalArgumentError(f"{name}: expected true or false, got {raw!r}")
+    return low == "true"
+
+
+def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
+    raw = opts.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise IllegalArgumentError(f"{name}: expected a positive integer, got {raw!r}") from exc
+    if value <= 0:
+        raise IllegalArgumentError(f"{name}: expected a positive integer, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """Everything the readers and writers need, as plain data (pickled to the executors)."""
+
+    bootstrap_servers: str
+    client: dict[str, Any] = field(default_factory=dict)
+    subscribe: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: dict[str, list[int]] | None = None
+    starting: OffsetSpec = "earliest"
+    ending: OffsetSpec = "latest"
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    include_headers: bool = False
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int = 120_000
+    topic: str | None = None
+
+    @property
+    def read_committed(self) -> bool:
+        """True when ``kafka.isolation.level`` is ``read_committed``."""
+        return str(self.client.get("isolation_level", "")).lower() == "read_committed"
+
+    def has_source(self) -> bool:
+        """True when exactly one of subscribe / subscribePattern / assign was given."""
+        return bool(self.subscribe) + (self.pattern is not None) + (self.assign is not None) == 1
+
+
+def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOptions:
+    """Build :class:`KafkaOptions` from Spark's option map (see the module docstring)."""
+    opts = {str(k).lower(): str(v) for k, v in raw.items()}
+    bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap.servers")
+    if not bootstrap:
+        raise IllegalArgumentError("option 'kafka.bootstrap.servers' is required")
+    subscribe = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+    pattern = opts.get("subscribepattern")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise IllegalArgumentError(f"subscribePattern: invalid regex {pattern!r}: {exc}") from exc
+    assign = _parse_assign(opts["assign"]) if "assign" in opts else None
+    if streaming and ("endingoffsets" in opts or "endingtimestamp" in opts):
+        raise IllegalArgumentError("endingOffsets / endingTimestamp are for batch queries only")
+    starting = _offset_spec(opts, "startingoffsets", "startingtimestamp", "latest" if streaming else "earliest")
+    ending = _offset_spec(opts, "endingoffsets", "endingtimestamp", "latest")
+    if not streaming and starting == "latest":
+        raise IllegalArgumentError("startingOffsets='latest' is not allowed in a batch query")
+    if ending == "earliest":
+        raise IllegalArgumentError("endingOffsets='earliest' is not allowed")
+    if isinstance(ending, dict) and any(o == EARLIEST for ps in ending.values() for o in ps.values()):
+        raise IllegalArgumentError("endingOffsets: -2 (earliest) is not allowed")
+    poll = opts.get("kafkaconsumer.polltimeoutms")
+    return KafkaOptions(
+        bootstrap_servers=bootstrap,
+        client=_client_options(opts),
+        subscribe=subscribe,
+        pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger"),
+        min_partitions=_positive_int(opts, "minpartitions"),
+        include_headers=_bool(opts, "includeheaders", False),
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        poll_timeout_ms=int(poll) if poll else 120_000,
+        topic=opts.get("topic"),
+    )

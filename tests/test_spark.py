@@ -1,0 +1,264 @@
+"""The PySpark data source ``aiokafka_lite`` against a real broker and a local[2] Spark session.
+
+Needs the ``spark`` extra (pyspark, pyarrow, pandas) and a Java runtime; skipped with the reason
+otherwise. One Spark session serves every test of the run (startup is the slow part).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed: pip install 'aiokafka_lite[spark]'")
+pytest.importorskip("pyarrow", reason="pyarrow is not installed: pip install 'aiokafka_lite[spark]'")
+
+from aiokafka_lite import errors  # noqa: E402
+from aiokafka_lite.spark._options import parse_options  # noqa: E402
+from aiokafka_lite.structs import TopicPartition  # noqa: E402
+
+
+def _java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return True
+    return shutil.which("java") is not None
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """A local[2] SparkSession whose Python workers run this interpreter."""
+    if not _java_available():
+        pytest.skip("no Java runtime (java not on PATH, JAVA_HOME unset): PySpark needs Java 17+")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from aiokafka_lite.spark import register
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("aiokafka_lite-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+def _reader(spark: Any, bootstrap: str, **options: str) -> Any:
+    r = spark.read.format("aiokafka_lite").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+async def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> list[Any]:
+    """Send records (dicts of send() kwargs) and return their RecordMetadata."""
+    import aiokafka  # TEMP while the lite producer's handles are being reworked
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        handles = [await producer.send(topic, **r) for r in records]
+        await producer.flush()
+        return [await h for h in handles]
+    finally:
+        await producer.stop()
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r.topic, r.partition, r.offset, r.key, r.value) for r in df.collect()
+    )
+
+
+async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=3)
+    base_ts = 1_700_000_000_000
+    records = [
+        dict(
+            value=b"value-%d" % i if i % 7 else None,
+            key=b"key-%d" % i if i % 5 else None,
+            partition=i % 3,
+            timestamp_ms=base_ts + i,
+            headers=[("h", b"%d" % i), ("n", None)] if i % 2 else [],
+        )
+        for i in range(60)
+    ]
+    metas = await _produce(kafka_bootstrap, topic, records)
+    df = _reader(spark, kafka_bootstrap, subscribe=topic, includeHeaders="true")
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    got = {
+        (r.partition, r.offset): (r.key, r.value, r.topic, r.ts_ms, r.timestampType, [(h.key, h.value) for h in r.headers])
+        for r in df.selectExpr("*", "unix_millis(timestamp) as ts_ms").collect()
+    }
+    assert len(got) == len(records)
+    for rec, meta in zip(records, metas):
+        key = (meta.partition, meta.offset)
+        assert key in got, key
+        k, v, t, ts_ms, ttype, headers = got[key]
+        assert (k, v, t, ts_ms, ttype) == (rec["key"], rec["value"], topic, rec["timestamp_ms"], 0)
+        assert headers == rec["headers"]
+    # without includeHeaders there is no headers column (as in Spark's own source)
+    assert "headers" not in _reader(spark, kafka_bootstrap, subscribe=topic).columns
+
+
+async def test_starting_and_ending_offsets_json(spark, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=3)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 3) for i in range(30)])
+    df = _reader(
+        spark,
+        kafka_bootstrap,
+        subscribe=topic,
+        startingOffsets=json.dumps({topic: {"0": 2, "1": -2}}),  # partition 2: earliest by default
+        endingOffsets=json.dumps({topic: {"0": 5, "1": -1, "2": 3}}),
+    )
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    want = [(0, o) for o in range(2, 5)] + [(1, o) for o in range(10)] + [(2, o) for o in range(3)]
+    assert got == want
+    # assign + minPartitions splits one partition's range over several tasks without changing it
+    split = _reader(spark, kafka_bootstrap, assign=json.dumps({topic: [1]}), minPartitions="4")
+    assert split.rdd.getNumPartitions() == 4
+    assert sorted(r.offset for r in split.select("offset").collect()) == list(range(10))
+
+
+async def test_batch_write_then_read_back(spark, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=2)
+    other = await new_topic(partitions=1, name=topic + "-b")
+    rows = [(f"k{i}", f"v{i}", i % 2) for i in range(200)]
+    df = spark.createDataFrame(rows, "key string, value string, partition int")
+    (
+        df.write.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", topic)
+        .option("kafka.compression.type", "gzip")
+        .option("kafka.acks", "all")
+        .mode("append")
+        .save()
+    )
+    back = _reader(spark, kafka_bootstrap, subscribe=topic)
+    got = sorted((r.key.decode(), r.value.decode(), r.partition) for r in back.collect())
+    assert got == sorted(rows)
+    # per-row topic column, binary values, headers column
+    df2 = spark.createDataFrame(
+        [(other, b"x%d" % i, [("h", b"1")]) for i in range(5)],
+        "topic string, value binary, headers array<struct<key string, value binary>>",
+    )
+    df2.write.format("aiokafka_lite").option("kafka.bootstrap.servers", kafka_bootstrap).mode("append").save()
+    back2 = _reader(spark, kafka_bootstrap, subscribe=other, includeHeaders="true").collect()
+    assert sorted(r.value for r in back2) == sorted(b"x%d" % i for i in range(5))
+    assert all([(h.key, h.value) for h in r.headers] == [("h", b"1")] for r in back2)
+
+
+async def test_streaming_available_now_rate_limit_and_restart(spark, kafka_bootstrap, new_topic, tmp_path):
+    topic = await new_topic(partitions=2)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2) for i in range(50)])
+    batches: list[list[tuple[int, int]]] = []
+
+    def collect(batch_df: Any, batch_id: int) -> None:
+        batches.append(sorted((r.partition, r.offset) for r in batch_df.select("partition", "offset").collect()))
+
+    def run_query() -> None:
+        stream = (
+            spark.readStream.format("aiokafka_lite")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "20")
+            .load()
+        )
+        query = (
+            stream.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120), "the availableNow query did not finish"
+        assert query.exception() is None
+
+    run_query()
+    sizes = [len(b) for b in batches if b]
+    assert sizes == [20, 20, 10]
+    seen = [x for b in batches for x in b]
+    assert sorted(seen) == sorted((p, o) for p in range(2) for o in range(25))
+    # restart from the checkpoint: only what was produced since is read
+    batches.clear()
+    await _produce(kafka_bootstrap, topic, [dict(value=b"n%d" % i, partition=i % 2) for i in range(6)])
+    run_query()
+    seen = [x for b in batches for x in b]
+    assert sorted(seen) == sorted((p, o) for p in range(2) for o in range(25, 28))
+
+
+async def test_streaming_kafka_to_kafka_copy(spark, kafka_bootstrap, new_topic, tmp_path):
+    src = await new_topic(partitions=2)
+    dst = await new_topic(partitions=1, name=src + "-out")
+    await _produce(
+        kafka_bootstrap, src, [dict(key=b"k%d" % i, value=b"hello-%d" % i, partition=i % 2) for i in range(40)]
+    )
+    stream = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        stream.selectExpr("key", "upper(cast(value as string)) as value")
+        .writeStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", dst)
+        .option("checkpointLocation", str(tmp_path / "copy-ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the copy query did not finish"
+    assert query.exception() is None
+    out = _reader(spark, kafka_bootstrap, subscribe=dst).collect()
+    assert sorted((r.key, r.value) for r in out) == sorted((b"k%d" % i, b"HELLO-%d" % i) for i in range(40))
+
+
+async def test_empty_and_unknown_topics_read_as_empty(spark, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=2)
+    assert _reader(spark, kafka_bootstrap, subscribe=topic).count() == 0
+    assert _reader(spark, kafka_bootstrap, subscribe=topic + "-does-not-exist").count() == 0
+
+
+def test_options_are_validated():
+    with pytest.raises(errors.IllegalArgumentError, match="bootstrap"):
+        parse_options({"subscribe": "t"})
+    with pytest.raises(errors.IllegalArgumentError, match=r"group\.id"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"})
+    with pytest.raises(errors.IllegalArgumentError, match="batch"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "startingOffsets": "latest"})
+    with pytest.raises(errors.IllegalArgumentError, match="JSON"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "startingOffsets": "{bad"})
+    opts = parse_options(
+        {"kafka.bootstrap.servers": "h:1", "kafka.acks": "all", "kafka.batch.size": "1000",
+         "kafka.compression.type": "none", "startingOffsets": '{"t": {"0": 5}}'}
+    )
+    assert opts.client == {"acks": -1, "max_batch_size": 1000, "compression_type": None}
+    assert opts.starting == {"t": {0: 5}}
+
+
+def test_rate_limit_is_proportional_and_exact():
+    from aiokafka_lite.spark.datasource import rate_limit
+
+    a, b, c = (TopicPartition("t", i) for i in range(3))
+    start = {a: 0, b: 10, c: 5}
+    latest = {a: 100, b: 20, c: 5}
+    limited = rate_limit(start, latest, 33)
+    assert sum(limited[tp] - start[tp] for tp in start) == 33
+    assert all(start[tp] <= limited[tp] <= latest[tp] for tp in start)
+    assert limited[a] - start[a] > limited[b] - start[b]
+    assert rate_limit(start, latest, 1000) == latest
