@@ -117,3 +117,17 @@ def test_crc_checked() -> None:
     with pytest.raises(CorruptRecordException):
         PartitionBuffer(TP, bytes(data), 0).take(10)
     assert len(PartitionBuffer(TP, bytes(data), 0, check_crcs=False).take(10)) == 3
+
+
+def test_read_committed_when_broker_already_dropped_the_aborted_data() -> None:
+    # noida-db removes aborted batches itself but still lists the transaction: the abort
+    # marker must clear it before the producer's next (committed) transaction
+    data = (
+        batch(0, 1, pid=9, txn=True)
+        + batch(1, 1, pid=9, control=1)
+        + batch(3, 1, pid=9, control=0)
+        + batch(4, 1, pid=9, txn=True)
+        + batch(5, 1, pid=9, control=1)
+    )
+    buf = PartitionBuffer(TP, data, 0, aborted=[(9, 2)], last_stable_offset=6)
+    assert offsets(buf.take(100)) == [0, 4] and buf.position == 6

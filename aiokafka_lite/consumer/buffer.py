@@ -110,18 +110,20 @@ class PartitionBuffer:
                 self._batches = iter(())
                 return False
             self._batch_next = last + 1
-            if batch.is_control:
-                if self._aborted is not None and batch.control_type == _ABORT_MARKER:
-                    self._aborted_pids.discard(batch.producer_id)
-                self.position = last + 1
-                continue
-            if self._aborted is not None and batch.is_transactional:
-                heap = self._aborted
-                while heap and heap[0][0] <= last:
-                    self._aborted_pids.add(heapq.heappop(heap)[1])
-                if batch.producer_id in self._aborted_pids:
+            aborted = self._aborted
+            if aborted is not None and (batch.is_transactional or batch.is_control):
+                # aborted transactions that started at or before this batch now apply
+                while aborted and aborted[0][0] <= last:
+                    self._aborted_pids.add(heapq.heappop(aborted)[1])
+                if batch.is_control:
+                    if batch.control_type == _ABORT_MARKER:
+                        self._aborted_pids.discard(batch.producer_id)
+                elif batch.producer_id in self._aborted_pids:
                     self.position = last + 1
                     continue
+            if batch.is_control:
+                self.position = last + 1
+                continue
             recs = self._build(batch, self.position)
             if not recs:
                 self.position = last + 1
@@ -158,7 +160,7 @@ def _record_builder(
                 None,
                 -1 if k is None else len(k),
                 -1 if v is None else len(v),
-                h,
+                tuple(h) if h else (),
             )
             for off, ts, k, v, h in rows
             if off >= position

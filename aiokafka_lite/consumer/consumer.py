@@ -8,7 +8,6 @@ per-partition buffers) and :class:`Coordinator` (group membership, commits, init
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -29,6 +28,8 @@ from .group import Coordinator
 from .subscription import SubscriptionState
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
+
+_BULK_LIMIT = 2048
 
 
 class ConsumerRebalanceListener:
@@ -122,7 +123,9 @@ class AIOKafkaConsumer:
         self._group_id = group_id
         self._group_instance_id = group_instance_id
         self._assignors = resolve_assignors(partition_assignment_strategy)
-        self._max_poll_records = max_poll_records or sys.maxsize
+        # max_poll_records=None: no fixed limit, but one call hands out at most a few batches'
+        # worth so a huge buffered response never holds the event loop (or the GC) for long
+        self._max_poll_records = max_poll_records or _BULK_LIMIT
         self._consumer_timeout = consumer_timeout_ms / 1000
         self._request_timeout_ms = request_timeout_ms
         self._exclude_internal = exclude_internal_topics
