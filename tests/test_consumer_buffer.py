@@ -51,7 +51,7 @@ def test_take_in_chunks_and_position() -> None:
         0,
         b"k0",
         b"v0",
-        [("h", b"x")],
+        (("h", b"x"),),
     )
     assert (
         r.serialized_key_size == 2 and first[1].key is None and first[1].serialized_key_size == -1
