@@ -52,9 +52,16 @@ def ours_build(
 
 
 def aiokafka_build(
-    n: int, codec: int = CODEC_NONE, headers: list[tuple[str, bytes]] | None = None
+    n: int,
+    codec: int = CODEC_NONE,
+    headers: list[tuple[str, bytes]] | None = None,
+    py: bool = False,
 ) -> Callable[[], int]:
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+    import aiokafka.record.default_records as d
+
+    DefaultRecordBatchBuilder = (
+        d._DefaultRecordBatchBuilderPy if py else d.DefaultRecordBatchBuilder
+    )
 
     hdrs = headers or []
 
@@ -107,10 +114,14 @@ def ours_read_records(buf: bytes) -> Callable[[], int]:
     return run
 
 
-def aiokafka_read(buf: bytes) -> Callable[[], int]:
+def aiokafka_read(buf: bytes, py: bool = False) -> Callable[[], int]:
+    """aiokafka's reader: Cython MemoryRecords, or its pure-Python batch class."""
+    import struct
+
+    import aiokafka.record.default_records as d
     from aiokafka.record.memory_records import MemoryRecords
 
-    def run() -> int:
+    def run_c() -> int:
         n = 0
         records = MemoryRecords(buf)
         while records.has_next():
@@ -120,14 +131,27 @@ def aiokafka_read(buf: bytes) -> Callable[[], int]:
                 n += 1
         return n
 
-    return run
+    def run_py() -> int:
+        n = 0
+        pos = 0
+        view = memoryview(buf)
+        while pos < len(buf):
+            size = 12 + struct.unpack_from(">i", buf, pos + 8)[0]
+            batch = d._DefaultRecordBatchPy(view[pos : pos + size])
+            batch.validate_crc()
+            for _ in batch:
+                n += 1
+            pos += size
+        return n
+
+    return run_py if py else run_c
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     n = 50_000 if quick else 200_000
     repeat = 3 if quick else 5
-    rows: list[tuple[str, float, float]] = []
+    rows: list[tuple[str, float, float, float]] = []
     for label, codec, headers in [
         ("build, no compression", CODEC_NONE, None),
         ("build, 1 header", CODEC_NONE, HEADERS),
@@ -135,7 +159,8 @@ def main() -> None:
     ]:
         ours = best_rate(ours_build(n, codec, headers), repeat)
         theirs = best_rate(aiokafka_build(n, codec, headers), repeat)
-        rows.append((label, ours, theirs))
+        theirs_py = best_rate(aiokafka_build(n, codec, headers, py=True), repeat)
+        rows.append((label, ours, theirs, theirs_py))
     for label, codec, headers in [
         ("read, no compression", CODEC_NONE, None),
         ("read, 1 header", CODEC_NONE, HEADERS),
@@ -143,13 +168,18 @@ def main() -> None:
     ]:
         buf = make_buffer(n, codec, headers)
         theirs = best_rate(aiokafka_read(buf), repeat)
-        rows.append((label + " (tuples)", best_rate(ours_read_tuples(buf), repeat), theirs))
-        rows.append(
-            (label + " (Record objects)", best_rate(ours_read_records(buf), repeat), theirs)
+        theirs_py = best_rate(aiokafka_read(buf, py=True), repeat)
+        for kind, fn in (("tuples", ours_read_tuples), ("Record objects", ours_read_records)):
+            rows.append((f"{label} ({kind})", best_rate(fn(buf), repeat), theirs, theirs_py))
+    print(
+        f"{'workload':38} {'aiokafka_lite/s':>15} {'aiokafka(C)/s':>14} {'ratio':>6}"
+        f" {'aiokafka(py)/s':>15} {'ratio':>6}"
+    )
+    for label, ours, theirs, theirs_py in rows:
+        print(
+            f"{label:38} {ours:15,.0f} {theirs:14,.0f} {ours / theirs:6.2f}"
+            f" {theirs_py:15,.0f} {ours / theirs_py:6.2f}"
         )
-    print(f"{'workload':40} {'aiokafka_lite/s':>16} {'aiokafka(C)/s':>16} {'ratio':>7}")
-    for label, ours, theirs in rows:
-        print(f"{label:40} {ours:16,.0f} {theirs:16,.0f} {ours / theirs:7.2f}")
 
 
 if __name__ == "__main__":
