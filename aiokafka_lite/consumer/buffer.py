@@ -42,6 +42,7 @@ class PartitionBuffer:
         "_aborted_pids",
         "_lso",
         "exhausted",
+        "start",
     )
 
     def __init__(
@@ -58,6 +59,7 @@ class PartitionBuffer:
     ) -> None:
         self.tp = tp
         self.position = fetch_offset  # next offset to hand out / fetch
+        self.start = fetch_offset
         self._batches: Iterator[Any] = iter_batches(data, check_crcs=check_crcs)
         self._records: list[Any] = []
         self._idx = 0

@@ -115,7 +115,8 @@ class Fetcher:
         """Take up to ``max_records`` buffered records (from ``partitions`` if given).
         Raises the first pending partition error instead (once)."""
         subs = self._subs.assignment
-        self._raise_pending(partitions, subs)
+        if self._subs.errors or self.fatal is not None:
+            self._raise_pending(partitions, subs)
         out: dict[TopicPartition, list[Any]] = {}
         if not self._buffers:
             self._data.clear()
@@ -139,6 +140,15 @@ class Fetcher:
             if buf.exhausted:
                 del buffers[tp]
                 refetch = True
+                if buf.position == buf.start:  # data, but no complete batch at the position
+                    self._subs.set_error(
+                        st,
+                        Errors.RecordTooLargeError(
+                            f"{tp}: the record batch at offset {buf.start} does not fit in "
+                            f"max_partition_fetch_bytes={self._partition_max_bytes}; raise it"
+                        ),
+                    )
+                    self._data.set()
             else:  # round robin between partitions across calls
                 del buffers[tp]
                 buffers[tp] = buf
@@ -159,10 +169,15 @@ class Fetcher:
         if self.fatal is not None:
             exc, self.fatal = self.fatal, None
             raise exc
+        left = False
         for tp, st in subs.items():
-            if st.error is not None and (not partitions or tp in partitions):
+            if st.error is not None:
+                if partitions and tp not in partitions:
+                    left = True
+                    continue
                 exc, st.error = st.error, None
                 raise exc
+        self._subs.errors = left
 
     def has_pending_errors(self) -> bool:
         """True when drain() would raise."""
@@ -286,7 +301,7 @@ class Fetcher:
             for tp in positions:
                 st = self._subs.assignment.get(tp)
                 if st is not None:
-                    st.error = exc
+                    self._subs.set_error(st, exc)
                     break
             for tp in positions:
                 self._backoff_partition(tp)
@@ -336,7 +351,7 @@ class Fetcher:
                     got_data = True
                 elif err == Errors.OffsetOutOfRangeError.errno:
                     if subs.default_reset is None:
-                        st.error = Errors.OffsetOutOfRangeError({tp: offset})
+                        subs.set_error(st, Errors.OffsetOutOfRangeError({tp: offset}))
                         got_data = True
                     else:
                         log.info("offset %s out of range for %s: resetting", offset, tp)
@@ -352,7 +367,7 @@ class Fetcher:
                         self._client.request_update()
                         self._backoff_partition(tp)
                     else:
-                        st.error = exc_cls(f"fetch failed for {tp}")
+                        subs.set_error(st, exc_cls(f"fetch failed for {tp}"))
                         got_data = True
         if got_data:
             self._data.set()

@@ -253,6 +253,9 @@ class Coordinator:
                 self._assign_all()
             elif self._needs_rejoin():
                 await self._rebalance()
+        elif self.group_id is not None and self.member_id and self.generation >= 0:
+            await self._leave_group("unsubscribed")  # unsubscribe() or switch to assign()
+            self._rejoin = True
         if subs.missing_positions():
             await self._init_positions()
         if self._auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -699,8 +702,11 @@ class Coordinator:
                 st.position = om.offset
                 self._last_committed[tp] = om.offset
             elif subs.default_reset is None:
-                st.error = Errors.NoOffsetForPartitionError(
-                    f"no committed offset for {tp} and auto_offset_reset='none'"
+                subs.set_error(
+                    st,
+                    Errors.NoOffsetForPartitionError(
+                        f"no committed offset for {tp} and auto_offset_reset='none'"
+                    ),
                 )
             else:
                 st.reset = subs.default_reset

@@ -57,6 +57,12 @@ class SubscriptionState:
         self.version = 0  # bumped on every change that matters to the fetcher
         self.assignment_id = 0  # bumped when the set of assigned partitions changes
         self._wakers: list[Callable[[], None]] = []
+        self.errors = False  # True when some PartitionState.error may be set
+
+    def set_error(self, st: PartitionState, exc: BaseException) -> None:
+        """Store an error to raise to the caller of the next poll."""
+        st.error = exc
+        self.errors = True
 
     # -- change notification -------------------------------------------------------------
     def add_waker(self, cb: Callable[[], None]) -> None:
