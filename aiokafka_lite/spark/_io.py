@@ -224,8 +224,8 @@ async def _settle(handles: Iterable[Any]) -> None:
     """Wait for produce handles; raise the first delivery failure."""
     for h in handles:
         if not h.done():
-            await h
-        elif (exc := h.exception()) is not None:
+            await asyncio.wait([h])
+        if (exc := h.exception()) is not None:
             raise exc
 
 
