@@ -218,3 +218,35 @@ async def test_async_iteration_and_topics(kafka_bootstrap: str, new_topic: Any) 
         assert values == [b"v0-0", b"v0-1", b"v0-2"]
     finally:
         await c.stop()
+
+
+@pytest.mark.skip_broker(
+    "tansu", reason="Tansu's ListOffsets is wrong for latest and for timestamps"
+)
+async def test_end_offsets_seek_to_end_and_offsets_for_times(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    producer = PeerProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for i in range(6):
+            await producer.send_and_wait(
+                topic, b"x%d" % i, partition=0, timestamp_ms=1_000_000 + i * 1000
+            )
+    finally:
+        await producer.stop()
+    async with AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    ) as c:
+        c.assign([tp])
+        assert await c.end_offsets([tp]) == {tp: 6}
+        found = await c.offsets_for_times({tp: 1_002_500})
+        assert found[tp] is not None and found[tp].offset == 3 and found[tp].timestamp == 1_003_000
+        assert (await c.offsets_for_times({tp: 9_000_000}))[tp] is None
+        await c.seek_to_end(tp)
+        assert await c.position(tp) == 6
+        c.seek(tp, 4)
+        got = await drain(c, 2)
+        assert [r.offset for r in got] == [4, 5] and got[0].timestamp == 1_004_000
