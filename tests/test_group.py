@@ -15,7 +15,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka_lite.structs import TopicPartition
 
-from .test_consumer import drain, produce
+from tests.test_consumer import drain, produce
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
