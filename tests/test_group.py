@@ -14,7 +14,6 @@ from aiokafka import AIOKafkaProducer as PeerProducer
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka_lite.structs import TopicPartition
-
 from tests.test_consumer import drain, produce
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
