@@ -22,6 +22,8 @@ from typing import Any
 from aiokafka_lite.records.reader import iter_batches
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
+from .decode import batch_to_records
+
 __all__ = ["PartitionBuffer"]
 
 _ABORT_MARKER = 0  # control record type: 0 abort, 1 commit
@@ -148,9 +150,21 @@ def _record_builder(
     vd = value_deserializer
 
     def build(batch: Any, position: int) -> list[Any]:
+        out = batch_to_records(batch, topic, partition, position, CR)
+        if out is None:  # legacy message sets: the records reader's path
+            out = legacy(batch, position)
+        if kd is not None or vd is not None:
+            for r in out:  # like aiokafka: deserializers also see None
+                if kd is not None:
+                    r.key = kd(r.key)
+                if vd is not None:
+                    r.value = vd(r.value)
+        return out
+
+    def legacy(batch: Any, position: int) -> list[Any]:
         ts_type = batch.timestamp_type
         rows = batch.record_tuples()
-        out = [
+        return [
             CR(
                 topic,
                 partition,
@@ -167,12 +181,5 @@ def _record_builder(
             for off, ts, k, v, h in rows
             if off >= position
         ]
-        if kd is not None or vd is not None:
-            for r in out:  # like aiokafka: deserializers also see None
-                if kd is not None:
-                    r.key = kd(r.key)
-                if vd is not None:
-                    r.value = vd(r.value)
-        return out
 
     return build

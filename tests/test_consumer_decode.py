@@ -1,0 +1,116 @@
+"""The consumer's fused batch decoder agrees with the records reader, on good and on
+malformed batches (pure, no broker)."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+
+from aiokafka_lite.consumer.decode import batch_to_records
+from aiokafka_lite.errors import CorruptRecordException, KafkaError
+from aiokafka_lite.records.batch_builder import RecordBatchBuilder
+from aiokafka_lite.records.reader import iter_batches
+from aiokafka_lite.structs import ConsumerRecord
+
+
+def make_batch(rnd: random.Random, codec: int = 0, ts_type: int = 0) -> bytes:
+    b = RecordBatchBuilder(codec, batch_size=1 << 20, timestamp_type=ts_type)
+    base = 1_700_000_000_000
+    for _ in range(rnd.randint(1, 60)):
+        key = None if rnd.random() < 0.3 else rnd.randbytes(rnd.choice([0, 3, 70, 200]))
+        value = None if rnd.random() < 0.1 else rnd.randbytes(rnd.choice([0, 10, 100, 300, 20000]))
+        headers = [
+            (f"h{i}", None if rnd.random() < 0.3 else rnd.randbytes(rnd.randint(0, 9)))
+            for i in range(rnd.choice([0, 0, 1, 3]))
+        ]
+        base += rnd.choice([0, 1, 50, 100, 20000, 3_000_000])
+        b.append(base, key, value, headers)
+    buf = b.build()
+    struct.pack_into(">q", buf, 0, rnd.randint(0, 1 << 40))
+    return bytes(buf)
+
+
+def expected(batch: object, position: int) -> list[tuple]:
+    out = []
+    for off, ts, k, v, h in batch.record_tuples():  # type: ignore[attr-defined]
+        if off >= position:
+            out.append(
+                (
+                    "t",
+                    3,
+                    off,
+                    ts,
+                    batch.timestamp_type,
+                    k,
+                    v,
+                    None,  # type: ignore[attr-defined]
+                    -1 if k is None else len(k),
+                    -1 if v is None else len(v),
+                    tuple(h),
+                )
+            )
+    return out
+
+
+def as_tuples(recs: list[ConsumerRecord]) -> list[tuple]:
+    return [
+        (
+            r.topic,
+            r.partition,
+            r.offset,
+            r.timestamp,
+            r.timestamp_type,
+            r.key,
+            r.value,
+            r.checksum,
+            r.serialized_key_size,
+            r.serialized_value_size,
+            tuple(r.headers),
+        )
+        for r in recs
+    ]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_same_records_as_the_reader(seed: int) -> None:
+    rnd = random.Random(seed)
+    data = make_batch(rnd, codec=rnd.choice([0, 0, 1, 2, 3, 4]), ts_type=rnd.choice([0, 0, 1]))
+    (batch,) = list(iter_batches(data))
+    position = batch.base_offset + rnd.choice([0, 0, 2, 10])
+    got = batch_to_records(batch, "t", 3, position, ConsumerRecord)
+    assert got is not None
+    assert as_tuples(got) == expected(batch, position)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_same_verdict_on_mutated_batches(seed: int) -> None:
+    rnd = random.Random(1000 + seed)
+    data = bytearray(make_batch(rnd))
+    for _ in range(rnd.randint(1, 4)):
+        pos = rnd.randrange(61, len(data))
+        data[pos] = rnd.randrange(256)
+    (batch,) = list(iter_batches(bytes(data), check_crcs=False))
+    try:
+        want: list[tuple] | type[KafkaError] = expected(batch, 0)
+    except CorruptRecordException:
+        want = CorruptRecordException
+    try:
+        got = batch_to_records(batch, "t", 3, 0, ConsumerRecord)
+        assert got is not None
+        result: list[tuple] | type[KafkaError] = as_tuples(got)
+    except CorruptRecordException:
+        result = CorruptRecordException
+    assert result == want
+
+
+def test_legacy_batches_are_left_to_the_reader() -> None:
+    # a v1 message: offset, size, crc, magic 1, attributes, timestamp, key -1, value "abc"
+    body = struct.pack(">bbqi", 1, 0, 1234, -1) + struct.pack(">i3s", 3, b"abc")
+    import zlib
+
+    msg = struct.pack(">I", zlib.crc32(body)) + body
+    data = struct.pack(">qi", 5, len(msg)) + msg
+    (batch,) = list(iter_batches(data))
+    assert batch_to_records(batch, "t", 0, 0, ConsumerRecord) is None
