@@ -48,6 +48,8 @@ def spark() -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "1g")
+        # C1-only JIT and the serial GC: short test queries run ~2x faster on a cold JVM
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .config("spark.sql.streaming.stopTimeout", "10s")
         .getOrCreate()
     )
@@ -89,7 +91,7 @@ async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
     records = [
         dict(
             value=b"value-%d" % i if i % 7 else None,
-            key=b"key-%d" % i if i % 5 else None,
+            key=b"key-%d" % i if i % 5 or not i % 7 else None,
             partition=i % 3,
             timestamp_ms=base_ts + i,
             headers=[("h", b"%d" % i), ("n", None)] if i % 2 else [],
