@@ -18,7 +18,7 @@ from aiokafka_lite.structs import ConsumerRecord
 def make_batch(rnd: random.Random, codec: int = 0, ts_type: int = 0) -> bytes:
     b = RecordBatchBuilder(codec, batch_size=1 << 20, timestamp_type=ts_type)
     base = 1_700_000_000_000
-    for _ in range(rnd.randint(1, 60)):
+    for _ in range(rnd.randint(1, 150)):
         key = None if rnd.random() < 0.3 else rnd.randbytes(rnd.choice([0, 3, 70, 200]))
         value = None if rnd.random() < 0.1 else rnd.randbytes(rnd.choice([0, 10, 100, 300, 20000]))
         headers = [

@@ -120,7 +120,12 @@ def batch_to_records(
                 i += 1
                 offset = base_offset + ((b >> 1) ^ -(b & 1))
             else:
-                u, i = uv(data, i)
+                b2 = data[i + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    i += 2
+                else:
+                    u, i = uv(data, i)
                 offset = base_offset + ((u >> 1) ^ -(u & 1))
             b = data[i]
             if b == 1:
