@@ -239,6 +239,9 @@ class Coordinator:
                 self.fatal = exc
                 await asyncio.sleep(self._backoff * 10)
                 continue
+            if self.uses_group and self._needs_rejoin():
+                await asyncio.sleep(0)  # a failed join/sync already backed off: go again
+                continue
             timeout = 1.0
             if self._auto_commit and self._subs.assignment:
                 timeout = max(0.0, min(timeout, self._next_auto_commit - time.monotonic()))
@@ -402,6 +405,7 @@ class Coordinator:
                 await asyncio.sleep(self._backoff)
                 return None
             raise Errors.for_code(code)(f"JoinGroup failed for group {self.group_id!r}")
+        await asyncio.sleep(self._backoff)
         return None
 
     async def _sync(self, joined: Any) -> ConsumerProtocolMemberAssignment | None:
