@@ -20,15 +20,13 @@ from aiokafka_lite.consumer.assignors import (
     RangePartitionAssignor,
     RoundRobinPartitionAssignor,
     StickyPartitionAssignor,
-    decode_sticky_user_data,
-    encode_sticky_user_data,
-    resolve_assignors,
-)
-from aiokafka_lite.consumer.group import (
     decode_assignment,
+    decode_sticky_user_data,
     decode_subscription,
     encode_assignment,
+    encode_sticky_user_data,
     encode_subscription,
+    resolve_assignors,
 )
 from aiokafka_lite.errors import KafkaProtocolError
 

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from aiokafka_lite.errors import KafkaProtocolError
+from aiokafka_lite.protocol import decode_data, encode_data
+from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
@@ -32,6 +34,10 @@ __all__ = [
     "RangePartitionAssignor",
     "RoundRobinPartitionAssignor",
     "StickyPartitionAssignor",
+    "decode_assignment",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_subscription",
     "resolve_assignors",
 ]
 
@@ -57,6 +63,56 @@ class ConsumerProtocolMemberAssignment(NamedTuple):
     def partitions(self) -> list[TopicPartition]:
         """The assignment as a flat list of TopicPartition."""
         return [TopicPartition(t, p) for t, parts in self.assignment for p in parts]
+
+
+# -- consumer protocol encoding (JoinGroup metadata / SyncGroup assignment bytes) ----------
+
+
+def encode_subscription(meta: Any) -> bytes:
+    """ConsumerProtocolSubscription bytes for an assignor's metadata object."""
+    owned = getattr(meta, "owned_partitions", None) or []
+    obj = m.ConsumerProtocolSubscription(
+        topics=list(meta.subscription),
+        user_data=meta.user_data or None,
+        owned_partitions=[
+            m.ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=list(p))
+            for t, p in owned
+        ],
+        generation_id=getattr(meta, "generation_id", -1),
+    )
+    return encode_data(obj, min(max(int(getattr(meta, "version", 0) or 0), 0), 1))
+
+
+def decode_subscription(data: bytes) -> ConsumerProtocolMemberMetadata:
+    """Decode a member's ConsumerProtocolSubscription (any version)."""
+    obj, version = decode_data(m.ConsumerProtocolSubscription, bytes(data))
+    owned = [(tp.topic, list(tp.partitions)) for tp in (obj.owned_partitions or ())]
+    ud = bytes(obj.user_data) if obj.user_data is not None else None
+    return ConsumerProtocolMemberMetadata(
+        version, list(obj.topics), ud, owned, obj.generation_id, obj.rack_id
+    )
+
+
+def encode_assignment(assignment: Any) -> bytes:
+    """ConsumerProtocolAssignment bytes (version 0) for an assignor's result object."""
+    obj = m.ConsumerProtocolAssignment(
+        assigned_partitions=[
+            m.ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=list(p))
+            for t, p in assignment.assignment
+        ],
+        user_data=assignment.user_data or None,
+    )
+    return encode_data(obj, 0)
+
+
+def decode_assignment(data: bytes) -> ConsumerProtocolMemberAssignment:
+    """Decode a ConsumerProtocolAssignment (empty bytes = nothing assigned)."""
+    if not data:
+        return ConsumerProtocolMemberAssignment(0, [], None)
+    obj, version = decode_data(m.ConsumerProtocolAssignment, bytes(data))
+    parts = [(tp.topic, list(tp.partitions)) for tp in obj.assigned_partitions]
+    ud = bytes(obj.user_data) if obj.user_data is not None else None
+    return ConsumerProtocolMemberAssignment(version, parts, ud)
 
 
 def _group(tps: Iterable[tuple[str, int]]) -> list[tuple[str, list[int]]]:

@@ -1,0 +1,255 @@
+"""Offset commits and committed-offset lookups of a consumer group (OffsetCommit /
+OffsetFetch), and the initial position of newly assigned partitions.
+
+:class:`OffsetsMixin` is part of :class:`~aiokafka_lite.consumer.group.Coordinator`; it uses
+the coordinator's connection (``_send``), membership (``generation``, ``member_id``) and
+subscription state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+from .subscription import SubscriptionState
+
+__all__ = ["OffsetsMixin"]
+
+log = logging.getLogger(__name__)
+
+_REJOIN_CODES = {
+    Errors.RebalanceInProgressError.errno,
+    Errors.IllegalGenerationError.errno,
+    Errors.UnknownMemberIdError.errno,
+}
+_COORDINATOR_CODES = {
+    Errors.NotCoordinatorForGroupError.errno,
+    Errors.GroupCoordinatorNotAvailableError.errno,
+    Errors.RequestTimedOutError.errno,
+}
+_RETRY_CODES = {Errors.GroupLoadInProgressError.errno, Errors.UnstableOffsetCommitError.errno}
+
+
+class OffsetsMixin:
+    """Commits and committed offsets (mixed into the group coordinator)."""
+
+    group_id: str | None
+    group_instance_id: str | None
+    member_id: str
+    generation: int
+    _subs: SubscriptionState
+    _rejoin: bool
+    _wake: asyncio.Event
+    _backoff: float
+    _request_timeout_ms: int
+    _require_stable: bool
+    _last_committed: dict[TopicPartition, int]
+
+    @property
+    def uses_group(self) -> bool:  # pragma: no cover - overridden by the coordinator
+        """True when partitions come from group membership."""
+        raise NotImplementedError
+
+    async def _send(self, request: Any, timeout_ms: float | None = None) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _coordinator_error(self, code: int) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def _check_group(self) -> None:
+        if self.group_id is None:
+            raise Errors.IllegalOperation("commit/committed need a group_id")
+
+    async def _commit_positions(self) -> None:
+        offsets = {
+            tp: OffsetAndMetadata(st.position, "")
+            for tp, st in self._subs.assignment.items()
+            if st.position is not None and self._last_committed.get(tp) != st.position
+        }
+        if offsets:
+            await self.commit(offsets)
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """OffsetCommit, retrying coordinator errors until request_timeout_ms. Raises
+        CommitFailedError when the group rebalanced (the partitions may belong to another
+        member now)."""
+        self._check_group()
+        if not offsets:
+            return
+        group_managed = self.uses_group
+        if group_managed and (self.generation < 0 or (self._rejoin and not self._subs.assignment)):
+            raise Errors.CommitFailedError(
+                "Commit cannot be completed: the consumer is not part of an active group generation "
+                "(a rebalance is in progress or max_poll_interval_ms was exceeded)"
+            )
+        deadline = time.monotonic() + self._request_timeout_ms / 1000
+        by_topic: dict[str, list[Any]] = {}
+        for tp, om in offsets.items():
+            offset, meta = (om.offset, om.metadata) if isinstance(om, tuple) else (int(om), "")
+            by_topic.setdefault(tp.topic, []).append(
+                m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=tp.partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=-1,
+                    committed_metadata=meta or "",
+                )
+            )
+        request = m.OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=self.generation if group_managed else -1,
+            member_id=self.member_id if group_managed else "",
+            group_instance_id=self.group_instance_id if group_managed else None,
+            retention_time_ms=-1,
+            topics=[
+                m.OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        while True:
+            retry = False
+            try:
+                resp = await self._send(request)
+            except (
+                Errors.KafkaConnectionError,
+                Errors.KafkaTimeoutError,
+                Errors.NodeNotReadyError,
+            ) as exc:
+                retry = True
+                log.debug("commit failed: %r", exc)
+            else:
+                for t in resp.topics:
+                    for p in t.partitions:
+                        code = p.error_code
+                        if code == 0:
+                            self._last_committed[TopicPartition(t.name, p.partition_index)] = (
+                                offsets[TopicPartition(t.name, p.partition_index)][0]
+                            )
+                            continue
+                        if code in _REJOIN_CODES:
+                            if code == Errors.UnknownMemberIdError.errno:
+                                self.member_id = ""
+                                self.generation = -1
+                            self._rejoin = True
+                            self._wake.set()
+                            raise Errors.CommitFailedError(
+                                f"Commit cannot be completed: the group rebalanced "
+                                f"({Errors.for_code(code).__name__}); the partitions may have moved to "
+                                f"another member. Poll more often or raise max_poll_interval_ms."
+                            )
+                        if self._coordinator_error(code) or code in _RETRY_CODES:
+                            retry = True
+                            continue
+                        raise Errors.for_code(code)(
+                            f"commit failed for {t.name}[{p.partition_index}]"
+                        )
+            if not retry:
+                return
+            if time.monotonic() + self._backoff >= deadline:
+                raise Errors.KafkaTimeoutError("offset commit timed out")
+            await asyncio.sleep(self._backoff)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """OffsetFetch: the committed offset of each partition (None when there is none)."""
+        self._check_group()
+        tps = list(partitions)
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = m.OffsetFetchRequest(
+            group_id=self.group_id,
+            topics=[
+                m.OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
+            ],
+            groups=[
+                m.OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=self.group_id,
+                    member_id=None,
+                    member_epoch=-1,
+                    topics=[
+                        m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                            name=t, partition_indexes=ps
+                        )
+                        for t, ps in by_topic.items()
+                    ],
+                )
+            ],
+            require_stable=self._require_stable,
+        )
+        deadline = time.monotonic() + self._request_timeout_ms / 1000
+        while True:
+            retry = False
+            try:
+                resp = await self._send(request)
+            except (
+                Errors.KafkaConnectionError,
+                Errors.KafkaTimeoutError,
+                Errors.NodeNotReadyError,
+            ):
+                retry = True
+            else:
+                code, topics = resp.error_code, resp.topics
+                if resp.groups:
+                    code, topics = resp.groups[0].error_code, resp.groups[0].topics
+                if code and (self._coordinator_error(code) or code in _RETRY_CODES):
+                    retry = True
+                elif code:
+                    raise Errors.for_code(code)(f"OffsetFetch failed for group {self.group_id!r}")
+                else:
+                    out: dict[TopicPartition, OffsetAndMetadata | None] = {tp: None for tp in tps}
+                    for t in topics:
+                        for p in t.partitions:
+                            tp = TopicPartition(t.name, p.partition_index)
+                            if p.error_code:
+                                if p.error_code in _RETRY_CODES:
+                                    retry = True
+                                    break
+                                if p.error_code != Errors.UnknownTopicOrPartitionError.errno:
+                                    raise Errors.for_code(p.error_code)(
+                                        f"OffsetFetch failed for {tp}"
+                                    )
+                                continue
+                            if p.committed_offset >= 0:
+                                out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "")
+                    if not retry:
+                        return out
+            if time.monotonic() + self._backoff >= deadline:
+                raise Errors.KafkaTimeoutError("fetching committed offsets timed out")
+            await asyncio.sleep(self._backoff)
+
+    # -- positions ---------------------------------------------------------------------
+    async def _init_positions(self) -> None:
+        subs = self._subs
+        missing = [tp for tp in subs.missing_positions() if subs.assignment[tp].error is None]
+        if not missing:
+            return
+        committed: Mapping[TopicPartition, OffsetAndMetadata | None] = {}
+        if self.group_id is not None:
+            committed = await self.committed(missing)
+        for tp in missing:
+            st = subs.assignment.get(tp)
+            if st is None or st.position is not None or st.reset is not None:
+                continue  # changed meanwhile (seek, unassign)
+            om = committed.get(tp)
+            if om is not None:
+                st.position = om.offset
+                self._last_committed[tp] = om.offset
+            elif subs.default_reset is None:
+                subs.set_error(
+                    st,
+                    Errors.NoOffsetForPartitionError(
+                        f"no committed offset for {tp} and auto_offset_reset='none'"
+                    ),
+                )
+            else:
+                st.reset = subs.default_reset
+        subs.changed()
