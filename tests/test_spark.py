@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -87,7 +88,7 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
 
 async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=3)
-    base_ts = 1_700_000_000_000
+    base_ts = int(time.time() * 1000) - 3_600_000  # recent: old timestamps fall to time retention
     records = [
         dict(
             value=b"value-%d" % i if i % 7 else None,
@@ -228,6 +229,46 @@ async def test_streaming_kafka_to_kafka_copy(spark, kafka_bootstrap, new_topic, 
     assert query.exception() is None
     out = _reader(spark, kafka_bootstrap, subscribe=dst).collect()
     assert sorted((r.key, r.value) for r in out) == sorted((b"k%d" % i, b"HELLO-%d" % i) for i in range(40))
+
+
+async def test_subscribe_pattern_and_starting_timestamp(spark, broker, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=2)
+    base_ts = int(time.time() * 1000) - 3_600_000  # recent: old timestamps fall to time retention
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2, timestamp_ms=base_ts + i * 1000) for i in range(20)]
+    )
+    pattern = topic.replace("-", "[-]")  # every character matched literally, anchored (fullmatch)
+    got = _reader(spark, kafka_bootstrap, subscribePattern=pattern).select("topic", "offset").collect()
+    assert len(got) == 20 and {r.topic for r in got} == {topic}
+    assert _reader(spark, kafka_bootstrap, subscribePattern=pattern[:-3]).count() == 0  # no partial match
+    broker.skip_on("tansu", reason="Tansu's ListOffsets by timestamp uses the write time, not the record timestamp")
+    late = _reader(spark, kafka_bootstrap, subscribe=topic, startingTimestamp=str(base_ts + 14_000))
+    assert sorted(int(r.value) for r in late.collect()) == list(range(14, 20))
+
+
+@pytest.mark.skip_broker("tansu", reason="DeleteRecords makes Tansu panic and drop the connection")
+async def test_fail_on_data_loss(spark, kafka_bootstrap, new_topic):
+    from aiokafka_lite.client import KafkaClient
+    from aiokafka_lite.protocol import messages as m
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=0) for i in range(10)])
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap) as client:
+        await client.add_topics([topic])
+        leader = client.cluster.leader_for_partition(TopicPartition(topic, 0))
+        req = m.DeleteRecordsRequest(
+            timeout_ms=10_000,
+            topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
+                name=topic, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=4)]
+            )],
+        )
+        resp = await client.send(leader, req)
+        assert resp.topics[0].partitions[0].error_code == 0
+    starting = json.dumps({topic: {"0": 1}})
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _reader(spark, kafka_bootstrap, subscribe=topic, startingOffsets=starting).collect()
+    lenient = _reader(spark, kafka_bootstrap, subscribe=topic, startingOffsets=starting, failOnDataLoss="false")
+    assert sorted(r.offset for r in lenient.collect()) == list(range(4, 10))
 
 
 async def test_empty_and_unknown_topics_read_as_empty(spark, kafka_bootstrap, new_topic):

@@ -220,13 +220,21 @@ def _headers(col: pa.Array) -> list[list[tuple[str, bytes | None]] | None]:
     return out
 
 
-async def _settle(handles: Iterable[Any]) -> None:
+async def _settle(handles: Iterable[Any], timeout_s: float) -> None:
     """Wait for produce handles; raise the first delivery failure."""
+    deadline = time.monotonic() + timeout_s
     for h in handles:
         if not h.done():
-            await asyncio.wait([h])
+            await asyncio.wait([h], timeout=max(0.0, deadline - time.monotonic()))
+            if not h.done():
+                raise Errors.KafkaTimeoutError(f"records not acknowledged within {timeout_s:g} s")
         if (exc := h.exception()) is not None:
             raise exc
+
+
+def write_timeout_s(options: KafkaOptions) -> float:
+    """How long a write may wait for acknowledgements: the producer's delivery timeout + slack."""
+    return float(options.client.get("delivery_timeout_ms", 120_000)) / 1000 + 30
 
 
 async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]) -> int:
@@ -237,6 +245,7 @@ async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]
     task may have written some rows before it failed.
     """
     producer = AIOKafkaProducer(**client_kwargs(AIOKafkaProducer, options, **_producer_defaults(options)))
+    timeout = write_timeout_s(options)
     await producer.start()
     count = 0
     pending: deque[Any] = deque()
@@ -263,14 +272,14 @@ async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]
                     raise Errors.IllegalArgumentError("null topic in the 'topic' column")
                 pending.append(await send(topic, values[i], key=keys[i], partition=parts[i], headers=headers[i]))
                 if len(pending) > _MAX_PENDING:
-                    await _settle(pending.popleft() for _ in range(_MAX_PENDING // 2))
+                    await _settle((pending.popleft() for _ in range(_MAX_PENDING // 2)), timeout)
             count += n
             await asyncio.sleep(0)  # let the sender task drain between Arrow batches
-        await producer.flush()
-        await _settle(pending)
+        await asyncio.wait_for(producer.flush(), timeout)
+        await _settle(pending, timeout)
     finally:
         pending.clear()
-        await asyncio.wait_for(producer.stop(), options.poll_timeout_ms / 1000)
+        await asyncio.wait_for(producer.stop(), timeout)
     return count
 
 

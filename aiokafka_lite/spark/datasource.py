@@ -95,7 +95,9 @@ def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return  # Spark's stand-in task when partitions() found nothing to read
     if not isinstance(partition, KafkaInputPartition):
         raise TypeError(f"unexpected input partition {partition!r}")
-    yield from sync.iterate(lambda: read_range(partition.options, partition.range))
+    # read_range bounds its own waits (pollTimeoutMs); this is only a backstop
+    backstop = partition.options.poll_timeout_ms / 1000 + 60
+    yield from sync.iterate(lambda: read_range(partition.options, partition.range), item_timeout=backstop)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -119,8 +121,7 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        count = sync.run(write_batches(self.options, iterator))
-        return KafkaCommitMessage(count)
+        return KafkaCommitMessage(sync.run(write_batches(self.options, iterator)))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total = sum(m.count for m in messages if isinstance(m, KafkaCommitMessage))
