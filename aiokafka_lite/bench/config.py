@@ -1,0 +1,103 @@
+"""Benchmark settings shared by the engine (parent) and the workers (one child process per run)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+__all__ = [
+    "CLIENTS",
+    "CLIENT_ALIASES",
+    "KINDS",
+    "PRODUCE_APIS",
+    "CODECS",
+    "RunConfig",
+    "canonical_client",
+    "parse_clients",
+]
+
+#: Canonical client names, in the order tables list them.
+CLIENTS = ("aiokafka_lite", "aiokafka", "confluent", "kafka-python")
+CLIENT_ALIASES = {
+    "aiokafka_lite": "aiokafka_lite",
+    "aiokafka-lite": "aiokafka_lite",
+    "lite": "aiokafka_lite",
+    "aiokafka": "aiokafka",
+    "confluent": "confluent",
+    "confluent-kafka": "confluent",
+    "confluent_kafka": "confluent",
+    "librdkafka": "confluent",
+    "kafka-python": "kafka-python",
+    "kafka_python": "kafka-python",
+    "kafkapython": "kafka-python",
+    "kafka": "kafka-python",
+}
+KINDS = ("produce", "consume", "roundtrip")
+#: produce APIs: ``send`` = pipelined per-record send(); ``wait`` = send_and_wait() per record;
+#: ``batch`` = the bulk path (create_batch/send_batch; peers without one use their send loop).
+PRODUCE_APIS = ("send", "wait", "batch")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def canonical_client(name: str) -> str:
+    """Map a user-facing client name or alias to its canonical name (ValueError if unknown)."""
+    key = name.strip().lower()
+    try:
+        return CLIENT_ALIASES[key]
+    except KeyError:
+        raise ValueError(
+            f"unknown client {name!r}; expected one of: {', '.join(CLIENTS)}"
+        ) from None
+
+
+def parse_clients(spec: str) -> list[str]:
+    """``"aiokafka,confluent"`` -> canonical names, duplicates removed, order kept."""
+    out: list[str] = []
+    for part in spec.split(","):
+        if part.strip():
+            name = canonical_client(part)
+            if name not in out:
+                out.append(name)
+    return out
+
+
+@dataclass
+class RunConfig:
+    """Everything one worker run needs (JSON-serialisable: sent to the child on its command line)."""
+
+    kind: str = "produce"
+    client: str = "aiokafka_lite"
+    bootstrap: str = "127.0.0.1:9092"
+    topic: str = "bench"
+    records: int = 100_000
+    size: int = 100
+    partitions: int = 1
+    codec: str = "none"
+    acks: int = 1
+    linger_ms: int = 5
+    batch_size: int = 16384
+    concurrency: int = 1
+    api: str = "send"
+    latency_samples: int = 20_000
+    timeout_s: float = 300.0
+    progress_interval_s: float = 0.1
+
+    def to_json(self) -> str:
+        """Serialise for the worker's command line."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        """Inverse of :meth:`to_json`; unknown keys are an error."""
+        data: dict[str, Any] = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown run config keys: {sorted(unknown)}")
+        return cls(**data)
+
+    @property
+    def compression(self) -> str | None:
+        """The codec as producer libraries want it (None for no compression)."""
+        return None if self.codec in ("none", "") else self.codec

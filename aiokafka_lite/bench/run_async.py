@@ -1,0 +1,266 @@
+"""Benchmark runner for the asyncio clients: aiokafka_lite and aiokafka.
+
+Both expose the same API (aiokafka_lite is a drop-in), so one code path measures both: whatever
+the runner does costs the same for each, and only the library differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import struct
+import time
+from functools import partial
+from typing import Any
+
+from .config import RunConfig
+from .worker import STAMP_TAG, Progress, value_pool
+
+__all__ = ["run", "client_classes"]
+
+_STAMP = struct.Struct(">4sQ")
+_WARMUP = b"warmup"
+
+
+def client_classes(client: str) -> tuple[Any, Any, Any]:
+    """(AIOKafkaProducer, AIOKafkaConsumer, TopicPartition) of ``client``."""
+    if client == "aiokafka":
+        import aiokafka
+
+        return aiokafka.AIOKafkaProducer, aiokafka.AIOKafkaConsumer, aiokafka.TopicPartition
+    lite = importlib.import_module("aiokafka_lite")
+    producer = getattr(lite, "AIOKafkaProducer", None)
+    consumer = getattr(lite, "AIOKafkaConsumer", None)
+    if producer is None:
+        producer = importlib.import_module("aiokafka_lite.producer").AIOKafkaProducer
+    if consumer is None:
+        consumer = importlib.import_module("aiokafka_lite.consumer").AIOKafkaConsumer
+    from aiokafka_lite.structs import TopicPartition
+
+    return producer, consumer, TopicPartition
+
+
+def run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
+    """Run ``cfg`` on a fresh event loop (uvloop is not used: the loop is part of the comparison)."""
+    return asyncio.run(asyncio.wait_for(_run(cfg, progress), cfg.timeout_s))
+
+
+async def _run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
+    if cfg.kind == "produce":
+        return await _produce(cfg, progress)
+    if cfg.kind == "consume":
+        return await _consume(cfg, progress)
+    if cfg.kind == "roundtrip":
+        return await _roundtrip(cfg, progress)
+    raise ValueError(f"unknown benchmark kind {cfg.kind!r}")
+
+
+def _producer(cfg: RunConfig) -> Any:
+    producer_cls, _, _ = client_classes(cfg.client)
+    return producer_cls(
+        bootstrap_servers=cfg.bootstrap,
+        acks=-1 if cfg.acks == -1 else cfg.acks,
+        linger_ms=cfg.linger_ms,
+        max_batch_size=cfg.batch_size,
+        compression_type=cfg.compression,
+        request_timeout_ms=30000,
+    )
+
+
+def _consumer(cfg: RunConfig) -> Any:
+    _, consumer_cls, _ = client_classes(cfg.client)
+    return consumer_cls(
+        bootstrap_servers=cfg.bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=30000,
+        fetch_max_wait_ms=100 if cfg.kind == "roundtrip" else 500,
+    )
+
+
+async def _assign_all(cfg: RunConfig, consumer: Any) -> None:
+    _, _, tp_cls = client_classes(cfg.client)
+    tps = [tp_cls(cfg.topic, p) for p in range(cfg.partitions)]
+    consumer.assign(tps)
+    await consumer.seek_to_beginning(*tps)
+
+
+def _record_latency(progress: Progress, started: float, fut: Any) -> None:
+    if fut.cancelled():
+        progress.error("cancelled")
+    elif fut.exception() is not None:
+        progress.error(fut.exception())
+    else:
+        progress.latencies.append(time.perf_counter() - started)
+
+
+async def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
+    producer = _producer(cfg)
+    await producer.start()
+    try:
+        # connection, metadata and the first batch are set up outside the measurement
+        await producer.send_and_wait(cfg.topic, _WARMUP)
+        values = value_pool(cfg.size)
+        workers = max(1, cfg.concurrency)
+        shares = [cfg.records // workers + (i < cfg.records % workers) for i in range(workers)]
+        body = {"send": _send_loop, "wait": _wait_loop, "batch": _batch_loop}[cfg.api]
+        started = time.perf_counter()
+        lasts = await asyncio.gather(
+            *(body(cfg, producer, values, share, progress) for share in shares)
+        )
+        await producer.flush()
+        for last in lasts:  # after flush() every send has its outcome
+            if last is not None:
+                if not last.done():
+                    raise RuntimeError("a record is still pending after flush()")
+                if last.exception() is not None:
+                    raise last.exception()
+        elapsed = time.perf_counter() - started
+    finally:
+        await producer.stop()
+    return {"records": cfg.records, "elapsed_s": elapsed}
+
+
+async def _send_loop(
+    cfg: RunConfig, producer: Any, values: list[bytes], count: int, progress: Progress
+) -> Any:
+    stride = max(1, cfg.records // max(1, cfg.latency_samples))
+    send = producer.send
+    topic = cfg.topic
+    perf = time.perf_counter
+    fut = None
+    for i in range(count):
+        if i % stride:
+            fut = await send(topic, values[i & 255])
+        else:
+            t0 = perf()
+            fut = await send(topic, values[i & 255])
+            fut.add_done_callback(partial(_record_latency, progress, t0))
+            progress.done += stride
+    return fut
+
+
+async def _wait_loop(
+    cfg: RunConfig, producer: Any, values: list[bytes], count: int, progress: Progress
+) -> Any:
+    send_and_wait = producer.send_and_wait
+    topic = cfg.topic
+    perf = time.perf_counter
+    lat = progress.latencies
+    for i in range(count):
+        t0 = perf()
+        await send_and_wait(topic, values[i & 255])
+        lat.append(perf() - t0)
+        progress.done += 1
+    return None
+
+
+async def _batch_loop(
+    cfg: RunConfig, producer: Any, values: list[bytes], count: int, progress: Progress
+) -> Any:
+    topic = cfg.topic
+    perf = time.perf_counter
+    sent = 0
+    partition = 0
+    fut = None
+    while sent < count:
+        batch = producer.create_batch()
+        start = sent
+        while sent < count:
+            if batch.append(key=None, value=values[sent & 255], timestamp=None) is None:
+                break
+            sent += 1
+        if sent == start:
+            raise RuntimeError(f"a {cfg.size}-byte record does not fit in an empty batch")
+        t0 = perf()
+        fut = await producer.send_batch(batch, topic, partition=partition)
+        fut.add_done_callback(partial(_record_latency, progress, t0))
+        partition = (partition + 1) % cfg.partitions
+        progress.done += sent - start
+    return fut
+
+
+async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
+    consumer = _consumer(cfg)
+    await consumer.start()
+    try:
+        await _assign_all(cfg, consumer)
+        count = 0
+        nbytes = 0
+        started = time.perf_counter()
+        while count < cfg.records:
+            batches = await consumer.getmany(timeout_ms=1000)
+            for records in batches.values():
+                for record in records:
+                    value = record.value
+                    if value is not None:
+                        nbytes += len(value)
+                count += len(records)
+            progress.done = count
+        elapsed = time.perf_counter() - started
+    finally:
+        await consumer.stop()
+    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed}
+
+
+async def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
+    producer = _producer(cfg)
+    consumer = _consumer(cfg)
+    await producer.start()
+    try:
+        await producer.send_and_wait(cfg.topic, _WARMUP)
+        await consumer.start()
+        try:
+            await _assign_all(cfg, consumer)
+            return await _roundtrip_measure(cfg, producer, consumer, progress)
+        finally:
+            await consumer.stop()
+    finally:
+        await producer.stop()
+
+
+async def _roundtrip_measure(
+    cfg: RunConfig, producer: Any, consumer: Any, progress: Progress
+) -> dict[str, Any]:
+    window = max(1, cfg.concurrency)
+    pad = b"x" * max(0, cfg.size - _STAMP.size)
+    room = asyncio.Event()
+    received = 0
+    lat = progress.latencies
+    perf_ns = time.perf_counter_ns
+
+    async def produce() -> None:
+        send = producer.send
+        topic = cfg.topic
+        pack = _STAMP.pack
+        for i in range(cfg.records):
+            while i - received >= window:
+                room.clear()
+                await asyncio.wait_for(room.wait(), 30)
+            await send(topic, pack(STAMP_TAG, perf_ns()) + pad)
+        await producer.flush()
+
+    started = time.perf_counter()
+    sender = asyncio.create_task(produce())
+    try:
+        while received < cfg.records:
+            batches = await consumer.getmany(timeout_ms=1000)
+            now = perf_ns()
+            for records in batches.values():
+                for record in records:
+                    value = record.value
+                    if value is None or value[:4] != STAMP_TAG:
+                        continue
+                    lat.append((now - _STAMP.unpack_from(value)[1]) / 1e9)
+                    received += 1
+            progress.done = received
+            room.set()
+            if sender.done() and sender.exception() is not None:
+                break
+        elapsed = time.perf_counter() - started
+        await sender
+    finally:
+        if not sender.done():
+            sender.cancel()
+    return {"records": received, "elapsed_s": elapsed}

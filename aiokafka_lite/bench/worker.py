@@ -1,0 +1,144 @@
+"""One benchmark run in a child process: ``python -m aiokafka_lite.bench.worker '<RunConfig JSON>'``.
+
+The engine starts a fresh interpreter per run so clients never share an event loop, garbage,
+threads or memory, and a run that hangs can be killed. The child talks to the parent through
+stdout lines with a marker prefix (anything else a library prints there is ignored):
+
+* ``@@P <n>``: ``n`` records done so far (every ``progress_interval_s``, from a daemon thread);
+* ``@@R <json>``: the result dictionary (last line of a successful run);
+* ``@@E <message>``: a one-line failure; the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .config import RunConfig
+from .stats import latency_summary
+
+__all__ = ["Progress", "value_pool", "run_config", "main"]
+
+PREFIX_PROGRESS = "@@P "
+PREFIX_RESULT = "@@R "
+PREFIX_ERROR = "@@E "
+#: Roundtrip records start with this 4-byte tag, then an 8-byte perf_counter_ns stamp.
+STAMP_TAG = b"RTB1"
+
+
+class Progress:
+    """Records done so far; runners bump ``done`` (a plain attribute: cheap on hot paths)."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.errors = 0
+        self.first_error: str | None = None
+        self.latencies: list[float] = []
+
+    def error(self, exc: BaseException | str) -> None:
+        """Count a failed record (first message kept for the report)."""
+        self.errors += 1
+        if self.first_error is None:
+            self.first_error = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+
+
+def value_pool(size: int, count: int = 256, seed: int = 7) -> list[bytes]:
+    """``count`` distinct values of ``size`` bytes: hex text, so codecs compress them ~2:1."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        raw = rng.randbytes((size + 1) // 2).hex().encode()
+        out.append(raw[:size])
+    return out
+
+
+def _reporter(progress: Progress, interval: float, stop: threading.Event) -> None:
+    out = sys.stdout
+    last = -1
+    while not stop.wait(interval):
+        done = progress.done
+        if done != last:
+            last = done
+            out.write(f"{PREFIX_PROGRESS}{done}\n")
+            out.flush()
+
+
+def _runner(client: str) -> Callable[[RunConfig, Progress], dict[str, Any]]:
+    if client in ("aiokafka_lite", "aiokafka"):
+        from .run_async import run
+    elif client == "confluent":
+        from .run_confluent import run
+    elif client == "kafka-python":
+        from .run_kafka_python import run
+    else:
+        raise ValueError(f"unknown client {client!r}")
+    return run
+
+
+def run_config(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
+    """Run one benchmark in this process and return the result dictionary."""
+    progress = progress or Progress()
+    runner = _runner(cfg.client)
+    measured = runner(cfg, progress)
+    elapsed = float(measured["elapsed_s"])
+    records = int(measured["records"])
+    nbytes = int(measured.get("bytes", records * cfg.size))
+    result: dict[str, Any] = {
+        "client": cfg.client,
+        "kind": cfg.kind,
+        "api": cfg.api if cfg.kind == "produce" else None,
+        "records": records,
+        "bytes": nbytes,
+        "elapsed_s": elapsed,
+        "records_per_s": records / elapsed if elapsed > 0 else 0.0,
+        "mb_per_s": nbytes / elapsed / 1e6 if elapsed > 0 else 0.0,
+        "errors": progress.errors,
+        "first_error": progress.first_error,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "note": measured.get("note"),
+    }
+    result.update(latency_summary(progress.latencies))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry point (see the module docstring)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(f"{PREFIX_ERROR}usage: python -m aiokafka_lite.bench.worker '<RunConfig JSON>'")
+        return 2
+    stop = threading.Event()
+    try:
+        cfg = RunConfig.from_json(args[0])
+        progress = Progress()
+        thread = threading.Thread(
+            target=_reporter, args=(progress, cfg.progress_interval_s, stop), daemon=True
+        )
+        thread.start()
+        result = run_config(cfg, progress)
+    except BaseException as exc:  # report any failure as one line; the parent shows it
+        stop.set()
+        if isinstance(exc, KeyboardInterrupt):
+            print(f"{PREFIX_ERROR}interrupted", flush=True)
+            return 130
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"{PREFIX_ERROR}{type(exc).__name__}: {message}", flush=True)
+        if os.environ.get("AIOKAFKA_LITE_BENCH_DEBUG"):
+            raise
+        return 1
+    stop.set()
+    sys.stdout.write(f"{PREFIX_PROGRESS}{result['records']}\n{PREFIX_RESULT}{json.dumps(result)}\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # do not wait for client library threads that ignore shutdown

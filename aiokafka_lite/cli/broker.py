@@ -1,0 +1,72 @@
+"""``aiokafka-lite broker``: run an embedded broker in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from types import FrameType
+
+from ._common import CliError, positive_int
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``broker`` command."""
+    p = sub.add_parser(
+        "broker",
+        help="run an embedded Kafka broker (Tansu or noida-db) in the foreground",
+        description="Start an embedded broker on a loopback port, print its bootstrap address "
+        "and keep it running until Ctrl-C (or SIGTERM). Needs the 'broker' extra.",
+    )
+    p.add_argument(
+        "--kind", choices=("tansu", "noida"), default="tansu", help="broker (default: %(default)s)"
+    )
+    p.add_argument("--port", type=positive_int, default=None, help="TCP port (default: a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
+    p.add_argument("--data-dir", default=None, help="noida only: keep the data in this directory")
+    p.set_defaults(func=cmd_broker)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _on_term(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """Start, print the bootstrap, wait for Ctrl-C/SIGTERM or the broker's death, stop."""
+    from .._embedded import EmbeddedBroker, EmbeddedBrokerError
+
+    if args.data_dir and args.kind != "noida":
+        raise CliError("--data-dir applies to --kind noida only")
+    broker = EmbeddedBroker(args.kind, args.port, args.host, data_dir=args.data_dir)
+    try:
+        broker.start()
+    except EmbeddedBrokerError as exc:
+        raise CliError(str(exc).splitlines()[0]) from None
+    previous = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        print(broker.bootstrap, flush=True)
+        print(
+            f"{args.kind} broker running at {broker.bootstrap} (pid {broker.pid}); Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+        while broker.running:
+            time.sleep(0.2)
+        print(
+            f"{args.kind} broker exited on its own; log tail:\n{broker.log_tail(10)}",
+            file=sys.stderr,
+        )
+        return 1
+    except (KeyboardInterrupt, _Stop):
+        print("stopping broker", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        broker.stop()

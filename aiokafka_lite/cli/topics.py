@@ -1,0 +1,161 @@
+"""``aiokafka-lite topics list|create|delete|describe``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._common import CliError, add_bootstrap, positive_int, print_table, run
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``topics`` command group."""
+    p = sub.add_parser("topics", help="list, create, delete and describe topics",
+                       description="Topic administration.")  # fmt: skip
+    tsub = p.add_subparsers(dest="topics_cmd", metavar="ACTION", required=True)
+
+    q = tsub.add_parser("list", help="list topic names with their partition counts")
+    add_bootstrap(q)
+    q.add_argument("--internal", action="store_true", help="include internal topics")
+    q.set_defaults(func=cmd_list)
+
+    q = tsub.add_parser("create", help="create topics")
+    add_bootstrap(q)
+    q.add_argument("topics", nargs="+", metavar="TOPIC")
+    q.add_argument("-p", "--partitions", type=positive_int, default=1, help="default: %(default)s")
+    q.add_argument(
+        "-r", "--replication-factor", type=positive_int, default=1, help="default: %(default)s"
+    )
+    q.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config (repeatable)")  # fmt: skip
+    q.add_argument("--if-not-exists", action="store_true", help="no error when a topic exists")
+    q.set_defaults(func=cmd_create)
+
+    q = tsub.add_parser("delete", help="delete topics")
+    add_bootstrap(q)
+    q.add_argument("topics", nargs="+", metavar="TOPIC")
+    q.add_argument("--if-exists", action="store_true", help="no error when a topic is missing")
+    q.set_defaults(func=cmd_delete)
+
+    q = tsub.add_parser("describe", help="partitions, leaders, replicas and ISR of topics")
+    add_bootstrap(q)
+    q.add_argument("topics", nargs="*", metavar="TOPIC", help="default: every topic")
+    q.set_defaults(func=cmd_describe)
+
+
+def _admin(args: argparse.Namespace) -> Any:
+    from ..admin import AIOKafkaAdminClient
+
+    return AIOKafkaAdminClient(
+        bootstrap_servers=args.bootstrap,
+        client_id="aiokafka-lite-cli",
+        request_timeout_ms=int(args.timeout * 1000),
+    )
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``topics list``."""
+
+    async def main() -> list[dict[str, Any]]:
+        async with _admin(args) as admin:
+            return await admin.describe_topics(None)  # type: ignore[no-any-return]
+
+    described = run(main(), args.timeout)
+    rows = [
+        (t["topic"], len(t["partitions"]))
+        for t in sorted(described, key=lambda t: t["topic"] or "")
+        if t["topic"] and (args.internal or not t["is_internal"])
+    ]
+    print_table(("TOPIC", "PARTITIONS"), rows)
+    return 0
+
+
+def _configs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"--config {item!r} is not KEY=VALUE", 2)
+        out[key] = value
+    return out
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    """``topics create``."""
+    from .. import errors as Errors
+    from ..admin import NewTopic
+
+    configs = _configs(args.config)
+
+    async def main() -> list[str]:
+        created = []
+        async with _admin(args) as admin:
+            for name in args.topics:
+                topic = NewTopic(
+                    name, args.partitions, args.replication_factor, topic_configs=configs
+                )
+                try:
+                    await admin.create_topics([topic])
+                except Errors.TopicAlreadyExistsError:
+                    if not args.if_not_exists:
+                        raise
+                    continue
+                created.append(name)
+        return created
+
+    for name in run(main(), args.timeout):
+        print(f"created {name} ({args.partitions} partitions)")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """``topics delete``."""
+    from .. import errors as Errors
+
+    async def main() -> list[str]:
+        deleted = []
+        async with _admin(args) as admin:
+            for name in args.topics:
+                try:
+                    await admin.delete_topics([name])
+                except Errors.UnknownTopicOrPartitionError:
+                    if not args.if_exists:
+                        raise
+                    continue
+                deleted.append(name)
+        return deleted
+
+    for name in run(main(), args.timeout):
+        print(f"deleted {name}")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    """``topics describe``."""
+    from .. import errors as Errors
+
+    async def main() -> list[dict[str, Any]]:
+        async with _admin(args) as admin:
+            return await admin.describe_topics(args.topics or None)  # type: ignore[no-any-return]
+
+    described = run(main(), args.timeout)
+    rows = []
+    for t in sorted(described, key=lambda t: t["topic"] or ""):
+        if t["error_code"]:
+            err = Errors.for_code(t["error_code"])
+            raise CliError(f"topic {t['topic']!r}: {err.__name__} (error {t['error_code']})")
+        for p in sorted(t["partitions"], key=lambda p: p["partition"]):
+            rows.append(
+                (
+                    t["topic"],
+                    p["partition"],
+                    p["leader"],
+                    ",".join(map(str, p["replicas"])),
+                    ",".join(map(str, p["isr"])),
+                    Errors.for_code(p["error_code"]).__name__ if p["error_code"] else "",
+                )
+            )
+    print_table(("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "ERROR"), rows)
+    return 0
