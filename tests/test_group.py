@@ -344,3 +344,57 @@ async def test_fatal_group_error_reaches_the_caller(
                 await c.getmany(timeout_ms=200)
     finally:
         await c.stop()
+
+
+async def test_mixed_group_with_librdkafka(kafka_bootstrap: str, new_topic: Any) -> None:
+    import threading
+
+    from confluent_kafka import Consumer as RdConsumer
+
+    topic = await new_topic(partitions=4)
+    group = group_name()
+    ours = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        partition_assignment_strategy="range",
+        **FAST,
+    )
+    await ours.start()
+    stop = threading.Event()
+    theirs: list[list[int]] = []
+
+    def run() -> None:
+        c = RdConsumer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "group.id": group,
+                "partition.assignment.strategy": "range",
+                "session.timeout.ms": FAST["session_timeout_ms"],
+                "heartbeat.interval.ms": 300,
+            }
+        )
+        c.subscribe(
+            [topic], on_assign=lambda _c, ps: theirs.append(sorted(p.partition for p in ps))
+        )
+        while not stop.is_set():
+            c.poll(0.1)
+        c.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 40
+        while loop.time() < deadline:
+            await ours.getmany(timeout_ms=200)
+            if theirs and len(theirs[-1]) == 2 and len(ours.assignment()) == 2:
+                break
+        mine = sorted(tp.partition for tp in ours.assignment())
+        assert (
+            theirs and len(theirs[-1]) == 2 and len(mine) == 2 and not set(mine) & set(theirs[-1])
+        )
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, 30)
+        await ours.stop()

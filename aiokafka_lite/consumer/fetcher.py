@@ -135,7 +135,15 @@ class Fetcher:
                 continue
             if st.paused:
                 continue
-            recs = buf.take(n)
+            try:
+                recs = buf.take(n)
+            except Errors.KafkaError as exc:  # corrupt data: drop it; refetched on next poll
+                del buffers[tp]
+                self._wake.set()
+                if not out:
+                    raise
+                self._subs.set_error(st, exc)  # records already taken must not be lost
+                break
             st.position = buf.position
             if buf.exhausted:
                 del buffers[tp]
