@@ -285,7 +285,8 @@ class BrokerConnection:
         """Write ``request`` and (unless ``expect_response`` is False) await its response.
 
         ``expect_response=False`` is for acks=0 produce: nothing is registered and the call
-        returns None once the frame is handed to the transport.
+        returns None once the frame is queued (it is written before the loop's next iteration,
+        and before the socket closes if :meth:`close` comes first).
         """
         if self._closed:
             raise self._closed_error()
@@ -324,7 +325,15 @@ class BrokerConnection:
         self._pending[corr] = (fut, cls, version, loop.call_at(deadline, self._expire, corr))
         self._write(frame)
         if self._transport.get_write_buffer_size() > self._high_water:
-            await self._drain(deadline)
+            try:
+                await self._drain(deadline)
+            except BaseException:
+                if fut.done():
+                    if not fut.cancelled():
+                        fut.exception()  # the drain error is what the caller sees
+                else:
+                    fut.cancel()  # the entry stays registered: its answer will be skipped
+                raise
         return await fut
 
     def _write(self, frame: bytes | bytearray) -> None:

@@ -402,3 +402,28 @@ async def test_tls_through_terminating_proxy(kafka_bootstrap, tls_files):
             await bad.connect(timeout_ms=5000)
     finally:
         proxy.close()
+
+
+async def test_blocked_writes_respect_the_deadline():
+    """A peer that stops reading: the socket buffer fills, drain waits, the deadline still holds."""
+
+    async def stop_reading(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        await asyncio.sleep(3600)  # the fake's read loop is stuck here: nothing more is read
+
+    async with FakeBroker(stop_reading) as fb:
+        conn = await _connect("127.0.0.1", fb.port, max_in_flight=100)
+        topic = m.MetadataRequest.MetadataRequestTopic
+        big = m.MetadataRequest(topics=[topic(name=f"{i:0>200}") for i in range(5000)])  # ~1 MB
+        t0 = time.monotonic()
+        results = await asyncio.wait_for(
+            asyncio.gather(
+                *(conn.send(big, timeout_ms=500) for _ in range(40)), return_exceptions=True
+            ),
+            5,
+        )
+        assert time.monotonic() - t0 < 2.0
+        assert all(
+            isinstance(r, (Errors.KafkaTimeoutError, Errors.KafkaConnectionError)) for r in results
+        )
+        assert any(isinstance(r, Errors.KafkaTimeoutError) for r in results)
+        assert conn.closed
