@@ -47,7 +47,7 @@ class ProducerBatch:
     __slots__ = (
         "tp", "builder", "future", "reserved", "created", "ready_at", "deadline",
         "attempts", "retry_at", "buffer", "sequence", "producer_id", "producer_epoch",
-        "sealed", "in_flight", "count", "first_ts", "user_batch",
+        "sealed", "in_flight", "count", "first_ts", "user_batch", "handle_extra",
     )
 
     def __init__(
@@ -72,6 +72,7 @@ class ProducerBatch:
         self.count = 0
         self.first_ts = 0
         self.user_batch = False
+        self.handle_extra: Any = None
 
     def build(self) -> bytearray | bytes:
         """Encode (and compress) once; later calls return the same bytes."""
@@ -85,82 +86,94 @@ class ProducerBatch:
         return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={self.count} seq={self.sequence}>"
 
 
-class RecordHandle:
+class RecordHandle(tuple):  # type: ignore[type-arg]
     """Future-like result of one record: awaiting it gives its :class:`RecordMetadata`.
 
-    It also implements the asyncio Future protocol (``done``, ``result``, ``add_done_callback``,
-    ...), so ``asyncio.gather``/``wait``/``wait_for`` accept it as they accept a Future.
-    Cancelling a handle only detaches this waiter; the record is still delivered.
+    A plain ``(batch, index, timestamp)`` tuple (created in C, no per-record Future). It also
+    implements the asyncio Future protocol (``done``, ``result``, ``add_done_callback``, ...), so
+    ``asyncio.gather``/``wait``/``wait_for`` accept it as they accept a Future. Cancelling a
+    handle only detaches this waiter; the record is still delivered.
     """
 
-    __slots__ = ("_batch", "_index", "_ts", "_cancelled", "_callbacks")
+    __slots__ = ()
     _asyncio_future_blocking = False  # marks the class as future-like for asyncio.isfuture()
 
-    def __init__(self, batch: ProducerBatch, index: int, ts: int) -> None:
-        self._batch = batch
-        self._index = index
-        self._ts = ts
-        self._cancelled = False
-        self._callbacks: list[tuple[Callable[[Any], None], Any]] | None = None
+    @property
+    def _batch(self) -> ProducerBatch:
+        return self[0]  # type: ignore[no-any-return]
 
     def __await__(self) -> Any:
-        fut = self._batch.future
+        fut = self[0].future
         if not fut.done():
             yield from fut.__await__()
         return self.result()
 
-    __iter__ = __await__
+    def _is_cancelled(self) -> bool:
+        extra = self[0].handle_extra
+        return extra is not None and self[1] in extra.cancelled
 
     def done(self) -> bool:
-        return self._cancelled or self._batch.future.done()
+        return self[0].future.done() or self._is_cancelled()
 
     def cancelled(self) -> bool:
-        return self._cancelled
+        return self._is_cancelled()
 
     def result(self) -> RecordMetadata:
-        if self._cancelled:
+        batch = self[0]
+        index = self[1]
+        if batch.handle_extra is not None and index in batch.handle_extra.cancelled:
             raise asyncio.CancelledError()
-        base, append_time, log_start = self._batch.future.result()
-        tp = self._batch.tp
+        base, append_time, log_start = batch.future.result()
+        tp = batch.tp
+        offset = base + index if base >= 0 else -1
         if append_time is not None and append_time >= 0:
-            return RecordMetadata(tp.topic, tp.partition, tp, base + self._index if base >= 0 else -1,
-                                  append_time, 1, log_start)
-        return RecordMetadata(tp.topic, tp.partition, tp, base + self._index if base >= 0 else -1,
-                              self._ts, 0, log_start)
+            return RecordMetadata(tp.topic, tp.partition, tp, offset, append_time, 1, log_start)
+        return RecordMetadata(tp.topic, tp.partition, tp, offset, self[2], 0, log_start)
 
     def exception(self) -> BaseException | None:
-        if self._cancelled:
+        if self._is_cancelled():
             raise asyncio.CancelledError()
-        return self._batch.future.exception()
+        return self[0].future.exception()  # type: ignore[no-any-return]
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
-        return self._batch.future.get_loop()
+        return self[0].future.get_loop()  # type: ignore[no-any-return]
 
     def cancel(self, msg: Any = None) -> bool:
         if self.done():
             return False
-        self._cancelled = True
+        self._extra().cancelled.add(self[1])
         self._run_callbacks(None)
         return True
+
+    def _extra(self) -> _HandleExtra:
+        batch = self[0]
+        if batch.handle_extra is None:
+            batch.handle_extra = _HandleExtra()
+        return batch.handle_extra  # type: ignore[no-any-return]
 
     def add_done_callback(self, fn: Callable[[Any], None], *, context: Any = None) -> None:
         if self.done():
             self.get_loop().call_soon(fn, self, context=context)
             return
-        if self._callbacks is None:
-            self._callbacks = []
-            self._batch.future.add_done_callback(self._run_callbacks)
-        self._callbacks.append((fn, context))
+        extra = self._extra()
+        cbs = extra.callbacks.get(self[1])
+        if cbs is None:
+            cbs = extra.callbacks[self[1]] = []
+            self[0].future.add_done_callback(self._run_callbacks)
+        cbs.append((fn, context))
 
     def remove_done_callback(self, fn: Callable[[Any], None]) -> int:
-        if not self._callbacks:
+        extra = self[0].handle_extra
+        cbs = extra.callbacks.get(self[1]) if extra is not None else None
+        if not cbs:
             return 0
-        before = len(self._callbacks)
-        self._callbacks = [(f, c) for f, c in self._callbacks if f != fn]
-        return before - len(self._callbacks)
+        keep = [(f, c) for f, c in cbs if f != fn]
+        extra.callbacks[self[1]] = keep
+        return len(cbs) - len(keep)
 
     def _run_callbacks(self, _fut: Any) -> None:
-        cbs, self._callbacks = self._callbacks, None
+        extra = self[0].handle_extra
+        cbs = extra.callbacks.pop(self[1], None) if extra is not None else None
         if cbs:
             loop = self.get_loop()
             for fn, ctx in cbs:
@@ -168,7 +181,20 @@ class RecordHandle:
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
-        return f"<RecordHandle {self._batch.tp} #{self._index} {state}>"
+        return f"<RecordHandle {self[0].tp} #{self[1]} {state}>"
+
+
+class _HandleExtra:
+    """Rarely used per-batch state of record handles: cancelled indexes and done callbacks."""
+
+    __slots__ = ("cancelled", "callbacks")
+
+    def __init__(self) -> None:
+        self.cancelled: set[int] = set()
+        self.callbacks: dict[int, list[tuple[Callable[[Any], None], Any]]] = {}
+
+
+_new_handle = tuple.__new__
 
 
 class BatchRecordMetadata:
@@ -275,8 +301,7 @@ class Accumulator:
             if batch is not None:
                 idx = batch.builder.append(ts, key, value, headers)
                 if idx is not None:
-                    batch.count += 1
-                    return RecordHandle(batch, idx, ts)
+                    return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
                 self._seal(batch)
         return None
 
@@ -306,9 +331,8 @@ class Accumulator:
         if idx is None:  # cannot happen for a first record; be safe
             self._fail_batch(batch, KafkaError("record could not be added to an empty batch"))
             raise KafkaError("record could not be added to an empty batch")
-        batch.count = 1
         batch.first_ts = ts
-        return RecordHandle(batch, idx, ts)
+        return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
 
     def _tp(self, topic: str, partition: int) -> TopicPartition:
         key = (topic, partition)
@@ -349,7 +373,7 @@ class Accumulator:
         batch.user_batch = True
         self.incomplete.add(batch)
         self._seal(batch)
-        return RecordHandle(batch, 0, batch.first_ts)
+        return _new_handle(RecordHandle, (batch, 0, batch.first_ts))  # type: ignore[no-any-return]
 
     # ---- sealing and draining ----------------------------------------------------------------
 
@@ -357,6 +381,8 @@ class Accumulator:
         if batch.sealed:
             return
         batch.sealed = True
+        if batch.builder is not None and not batch.user_batch:
+            batch.count = batch.builder.record_count
         tp = batch.tp
         parts = self.open.get(tp.topic)
         if parts is not None and parts.get(tp.partition) is batch:

@@ -21,6 +21,7 @@ from aiokafka_lite.producer.accumulator import (
     Accumulator,
     BatchBuilder,
     RecordHandle,
+    _new_handle,
     estimate_record_size,
 )
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
@@ -149,8 +150,16 @@ class AIOKafkaProducer:
             max_request_size=max_request_size, txn=self._txn)
         if self._txn is not None and self._txn.transactional:
             self._acc.fail_hook = self._txn.set_error
+        self._acc_open = self._acc.open
+        self._size_guard = max(0, (max_request_size - 4096) // 2)
         self._started = False
         self._closed = False
+        self._gated = True  # True while send() must run _check_gate (see _update_gate)
+
+    def _update_gate(self) -> None:
+        txn = self._txn
+        self._gated = (self._closed or not self._started
+                       or (txn is not None and txn.transactional))
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -171,6 +180,7 @@ class AIOKafkaProducer:
                 self._closed = True
                 raise
         self._sender.start()
+        self._update_gate()
 
     async def stop(self) -> None:
         """Deliver what is buffered (up to ``delivery_timeout_ms``), then close.
@@ -181,6 +191,7 @@ class AIOKafkaProducer:
         if self._closed:
             return
         self._closed = True
+        self._update_gate()
         closed = Errors.ProducerClosed("producer is stopping")
         self._acc.closed_error = closed
         self._acc.pool.fail_waiters(closed)
@@ -236,13 +247,8 @@ class AIOKafkaProducer:
         Returns immediately unless the topic's metadata is unknown or buffer memory is short
         (then it waits up to ``max_block_ms``). A record with both key and value None is valid.
         """
-        if self._closed or not self._started:
-            raise (Errors.ProducerClosed("producer is stopped") if self._closed
-                   else Errors.IllegalStateError("producer is not started: call start()"))
-        txn = self._txn
-        if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
-            txn.raise_if_fatal()
-            raise Errors.IllegalOperation("Can't send messages while not in transaction")
+        if self._gated:
+            self._check_gate()
         if self._key_serializer is not None:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
@@ -252,21 +258,16 @@ class AIOKafkaProducer:
             parts = await self._partitions(topic)
         if headers is None:
             headers = ()
-        n = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-        if n + 4096 > self._max_request_size or headers:
-            size = estimate_record_size(key, value, headers) + 61
-            if size > self._max_request_size:
-                raise Errors.MessageSizeTooLargeError(
-                    f"the record is {size} bytes when serialized, larger than "
-                    f"max_request_size={self._max_request_size}")
+        guard = self._size_guard
+        if headers or (value is not None and len(value) > guard) or (
+                key is not None and len(key) > guard):
+            self._check_size(key, value, headers)
         sticky = None
         if partition is None:
             if key is None and self._sticky is not None:
                 sticky = self._sticky_state.get(topic)
                 if sticky is None or (sticky[1] is not None and sticky[1].sealed):
-                    prev = sticky[0] if sticky is not None else None
-                    p = self._sticky.choose(topic, parts[0], parts[1], prev)
-                    sticky = self._sticky_state[topic] = [p, None]
+                    sticky = self._new_sticky(topic, sticky, parts)
                 partition = sticky[0]
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
@@ -274,12 +275,41 @@ class AIOKafkaProducer:
             raise Errors.IllegalArgumentError(
                 f"partition {partition} of topic {topic!r} does not exist")
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
-        handle = self._acc.try_append(topic, partition, ts, key, value, headers)  # type: ignore[arg-type]
-        if handle is None:
-            handle = await self._acc.append(topic, partition, ts, key, value, headers)  # type: ignore[arg-type]
+        # fast path: the partition's open batch has room (see Accumulator.try_append)
+        opened = self._acc_open.get(topic)
+        if opened is not None:
+            batch = opened.get(partition)
+            if batch is not None:
+                idx = batch.builder.append(ts, key, value, headers)
+                if idx is not None:
+                    return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
+        handle = await self._acc.append(topic, partition, ts, key, value, headers)  # type: ignore[arg-type]
         if sticky is not None and sticky[1] is None:
-            sticky[1] = handle._batch
+            sticky[1] = handle[0]
         return handle
+
+    def _check_gate(self) -> None:
+        if self._closed or not self._started:
+            raise (Errors.ProducerClosed("producer is stopped") if self._closed
+                   else Errors.IllegalStateError("producer is not started: call start()"))
+        txn = self._txn
+        if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
+            txn.raise_if_fatal()
+            raise Errors.IllegalOperation("Can't send messages while not in transaction")
+
+    def _check_size(self, key: Any, value: Any, headers: Any) -> None:
+        size = estimate_record_size(key, value, headers) + 61
+        if size > self._max_request_size:
+            raise Errors.MessageSizeTooLargeError(
+                f"the record is {size} bytes when serialized, larger than "
+                f"max_request_size={self._max_request_size}")
+
+    def _new_sticky(self, topic: str, old: list[Any] | None,
+                    parts: tuple[list[int], list[int], frozenset[int]]) -> list[Any]:
+        assert self._sticky is not None
+        prev = old[0] if old is not None else None
+        sticky = self._sticky_state[topic] = [self._sticky.choose(topic, parts[0], parts[1], prev), None]
+        return sticky
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -300,12 +330,7 @@ class AIOKafkaProducer:
     async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> RecordHandle:
         """Queue a filled :class:`BatchBuilder` for ``partition``; resolves to the metadata of
         its first record (offset = the batch's base offset)."""
-        if self._closed or not self._started:
-            raise Errors.ProducerClosed("producer is stopped")
-        txn = self._txn
-        if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
-            txn.raise_if_fatal()
-            raise Errors.IllegalOperation("Can't send messages while not in transaction")
+        self._check_gate()
         parts = await self._partitions(topic)
         if partition not in parts[2]:
             raise Errors.IllegalArgumentError(
