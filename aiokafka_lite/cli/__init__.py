@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     from .. import errors as Errors
 
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["demo"]:  # everything after "demo" belongs to the demo's own parser
+        argv = ["demo", "--", *argv[1:]]
     args = parser.parse_args(argv)  # exits with status 2 and a usage line on bad arguments
     debug = bool(os.environ.get("AIOKAFKA_LITE_DEBUG"))
     try:

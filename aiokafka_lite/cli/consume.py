@@ -11,6 +11,9 @@ import argparse
 import asyncio
 import base64
 import json
+import os
+import select
+import stat
 import sys
 import time
 from typing import Any, TextIO
@@ -158,9 +161,27 @@ async def _consume(args: argparse.Namespace, formatter: Formatter, out: TextIO) 
         await asyncio.wait_for(consumer.stop(), timeout)
 
 
+def _reader_gone(out: TextIO) -> bool:
+    """True when ``out`` is a pipe or socket whose reading end is closed (``| head`` exited).
+
+    A consumer waiting for records writes nothing, so it would only see EPIPE on the next
+    record; polling the descriptor for POLLERR/POLLHUP lets it stop right away.
+    """
+    try:
+        fd = out.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode) and not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return False
+        poller = select.poll()
+        poller.register(fd, 0)  # POLLERR/POLLHUP are always reported
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 async def _loop(args: argparse.Namespace, consumer: Any, formatter: Formatter, out: TextIO) -> None:
     remaining = args.max
     last = time.monotonic()
+    check_pipe = hasattr(select, "poll")
     while remaining is None or remaining > 0:
         batches = await consumer.getmany(timeout_ms=200, max_records=remaining)
         lines = []
@@ -176,3 +197,5 @@ async def _loop(args: argparse.Namespace, consumer: Any, formatter: Formatter, o
             last = time.monotonic()
         elif args.idle_timeout is not None and time.monotonic() - last >= args.idle_timeout:
             return
+        elif check_pipe and _reader_gone(out):
+            raise BrokenPipeError("stdout closed")

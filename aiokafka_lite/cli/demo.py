@@ -23,4 +23,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Delegate to aiokafka_lite.demo.main."""
     from .. import demo
 
-    return int(demo.main(list(args.demo_args)))
+    rest = list(args.demo_args)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    return int(demo.main(rest))

@@ -1,0 +1,133 @@
+"""``python -m benchmarks`` (``make bench``): the full comparison behind benchmarks/README.md.
+
+Every scenario runs aiokafka_lite, aiokafka, confluent-kafka and kafka-python on ONE broker in ONE
+session: interleaved rounds, one fresh process per run, medians of ``--rounds`` (>= 3 by default),
+ratios against aiokafka and confluent-kafka. The engine is :mod:`aiokafka_lite.bench` (the same as
+``aiokafka-lite bench ... --compare``); this script only picks the scenarios and writes
+
+* ``benchmarks/results/latest.json``: every run of every scenario, machine and versions;
+* ``benchmarks/results/latest.md``: the summary tables in markdown (pasted into the README);
+* ``benchmarks/results/latest.png``: throughput and latency side by side, one row per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aiokafka_lite.bench import (
+    CLIENTS,
+    BenchError,
+    BenchOptions,
+    make_progress,
+    markdown_table,
+    parse_clients,
+    print_summary,
+    run_benchmark,
+    write_json,
+)
+from aiokafka_lite.bench.report import title
+
+#: name -> (BenchOptions overrides, records in --quick mode)
+SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
+    "produce-send": (dict(kind="produce", api="send", records=200_000), 20_000),
+    "produce-batch": (dict(kind="produce", api="batch", records=200_000), 20_000),
+    "produce-wait": (dict(kind="produce", api="wait", records=5_000), 500),
+    "consume": (dict(kind="consume", records=200_000), 20_000),
+    "roundtrip": (dict(kind="roundtrip", records=50_000, concurrency=100), 5_000),
+}
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--only", default=",".join(SCENARIOS), help="comma list of: " + ", ".join(SCENARIOS)
+    )
+    p.add_argument("--clients", default=",".join(CLIENTS), help="default: %(default)s")
+    p.add_argument("--rounds", type=int, default=3, help="default: %(default)s")
+    p.add_argument(
+        "--broker", choices=("tansu", "noida"), default="tansu", help="default: %(default)s"
+    )
+    p.add_argument(
+        "-b", "--bootstrap", default=None, help="use this broker instead of an embedded one"
+    )
+    p.add_argument("--quick", action="store_true", help="10x fewer records (a smoke run)")
+    p.add_argument(
+        "--out", default=str(Path(__file__).parent / "results"), help="default: %(default)s"
+    )
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected scenarios on one broker; print and write the results."""
+    args = _parse(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(f"unknown scenario(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        clients = parse_clients(args.clients)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    reports: list[dict[str, Any]] = []
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        from aiokafka_lite._embedded import EmbeddedBroker
+
+        broker = EmbeddedBroker(args.broker).start()
+        bootstrap = broker.bootstrap
+    broker_name = f"embedded {args.broker}" if broker is not None else "external"
+    try:
+        for name in names:
+            overrides, quick = SCENARIOS[name]
+            opts = BenchOptions(
+                clients=clients, rounds=args.rounds, bootstrap=bootstrap, **overrides
+            )
+            if args.quick:
+                opts.records = quick
+            with make_progress() as ui:
+                report = run_benchmark(opts, ui)
+            report["scenario"] = name
+            report["broker"]["name"] = broker_name
+            reports.append(report)
+            print_summary(report, sys.stdout, use_rich=sys.stdout.isatty())
+    except BenchError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if broker is not None:
+            broker.stop()
+    write_json(reports, out / "latest.json")
+    lines = [
+        f"Results of `python -m benchmarks` on {time.strftime('%Y-%m-%d', time.gmtime())}.",
+        "",
+    ]
+    for report in reports:
+        lines += [f"### {report['scenario']}", "", title(report), "", markdown_table(report), ""]
+    (out / "latest.md").write_text("\n".join(lines))
+    print(f"wrote {out / 'latest.json'} and {out / 'latest.md'}", file=sys.stderr)
+    if not args.no_plot:
+        try:
+            from aiokafka_lite.bench.plot import PlotError, plot_reports
+
+            plot_reports(reports, out / "latest.png")
+            print(f"wrote {out / 'latest.png'}", file=sys.stderr)
+        except PlotError as exc:
+            print(f"no plot: {exc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""The ``aiokafka-lite`` command line: argument handling offline, every command against a broker.
+
+Most commands run in-process through ``main(argv)`` (fast); the ones whose point is process
+behaviour (closed stdout pipe, Ctrl-C of the broker command, the console entry) run as
+subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from aiokafka_lite.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [PY, "-m", "aiokafka_lite", *args],
+        capture_output=True,
+        text=True,
+        timeout=kw.pop("timeout", 60),
+        env=env,
+        cwd=ROOT,
+        **kw,
+    )
+
+
+def _topic(prefix: str = "cli") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- offline: parsing and errors
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["broker"],
+        ["topics"],
+        ["topics", "create"],
+        ["groups", "describe"],
+        ["produce"],
+        ["consume"],
+        ["bench"],
+        ["bench", "roundtrip"],
+        ["demo"],
+    ],
+)
+def test_help_everywhere(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage:") or "usage" in out.lower()
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["nosuch"], "invalid choice"),
+        (["topics", "create", "t", "--partitions", "0"], "must be positive"),
+        (["produce", "t", "--acks", "2"], "acks must be"),
+        (["produce", "t", "--headers", "novalue"], "not key=value"),
+        (["bench", "produce", "--records", "x"], "not an integer"),
+        (["bench", "produce", "--api", "nope"], "invalid choice"),
+        (["consume", "t", "--max", "-1"], "must be positive"),
+    ],
+)
+def test_bad_arguments_give_usage_error(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert "Traceback" not in err
+
+
+def test_bad_values_found_after_parsing_are_one_line(capsys):
+    assert main(["bench", "produce", "--compare", "aiokafka,nosuchclient"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("aiokafka-lite: error: unknown client 'nosuchclient'")
+    assert len(err.splitlines()) == 1
+    assert main(["consume", "t", "--format", "{nosuchfield}"]) == 2
+    assert "bad --format template" in capsys.readouterr().err
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["topics", "list"],
+        ["topics", "describe", "x"],
+        ["groups", "list"],
+        ["consume", "t", "--max", "1"],
+        ["bench", "produce", "-n", "10", "--progress", "none"],
+    ],
+)
+def test_unreachable_broker_is_one_line_and_fast(argv, capsys):
+    port = _dead_port()
+    if argv[0] == "bench":
+        argv = [*argv, "--bootstrap", f"127.0.0.1:{port}"]
+    else:
+        argv = [*argv, "--bootstrap", f"127.0.0.1:{port}", "--timeout", "3"]
+    started = time.monotonic()
+    code = main(argv)
+    assert code == 1
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("aiokafka-lite: error:"), err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_console_entry_point_and_version():
+    proc = _cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("aiokafka-lite ")
+
+
+# ---------------------------------------------------------------- against a broker
+
+
+def test_topics_lifecycle(kafka_bootstrap, capsys):
+    b = ["--bootstrap", kafka_bootstrap]
+    name = _topic("cli-topics")
+    assert main(["topics", "create", name, "--partitions", "3", *b]) == 0
+    assert f"created {name}" in capsys.readouterr().out
+    # a second create fails with one line; --if-not-exists makes it a no-op
+    assert main(["topics", "create", name, *b]) == 1
+    assert "TopicAlreadyExists" in capsys.readouterr().err
+    assert main(["topics", "create", name, "--if-not-exists", *b]) == 0
+    capsys.readouterr()
+
+    assert main(["topics", "list", *b]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["TOPIC", "PARTITIONS"]
+    assert [name, "3"] in rows
+
+    assert main(["topics", "describe", name, *b]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"]
+    parts = [line.split() for line in lines[1:]]
+    assert sorted(int(p[1]) for p in parts) == [0, 1, 2]
+    assert all(p[0] == name and int(p[2]) >= 0 for p in parts)
+
+    assert main(["topics", "delete", name, *b]) == 0
+    assert f"deleted {name}" in capsys.readouterr().out
+    assert main(["topics", "delete", name, "--if-exists", *b]) == 0
+
+
+def test_produce_then_consume(kafka_bootstrap, capsys, tmp_path):
+    b = ["--bootstrap", kafka_bootstrap]
+    name = _topic("cli-pc")
+    assert main(["topics", "create", name, "--partitions", "1", *b]) == 0
+    lines = ["k1:hello", "k2:wörld", "", "nokey", "k3:a:b"]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["produce", name, "--file", str(src), "--key-sep", ":", "--headers", "h=1,e="]
+    assert main([*argv, "--compression", "gzip", "--acks", "all", *b]) == 0
+    assert "produced 4 record(s)" in capsys.readouterr().err
+
+    fmt = "{offset}|{key}|{value}|{headers}"
+    assert main(["consume", name, "--from-beginning", "--max", "4", "--format", fmt, *b]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "0|k1|hello|h=1,e=",
+        "1|k2|wörld|h=1,e=",
+        "2||nokey|h=1,e=",
+        "3|k3|a:b|h=1,e=",
+    ]
+
+    assert main(["consume", name, "--from-beginning", "--max", "2", "--format", "json", *b]) == 0
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["value"] for r in recs] == ["hello", "wörld"]
+    assert recs[0]["key"] == "k1" and recs[0]["headers"] == [["h", "1"], ["e", ""]]
+    assert recs[0]["topic"] == name and recs[0]["partition"] == 0 and recs[1]["offset"] == 1
+
+    # --idle-timeout ends a consumer that has seen everything
+    started = time.monotonic()
+    assert main(["consume", name, "--from-beginning", "--idle-timeout", "1", *b]) == 0
+    assert capsys.readouterr().out.splitlines() == ["hello", "wörld", "nokey", "a:b"]
+    assert time.monotonic() - started < 15
+
+    assert main(["consume", _topic("missing"), "--max", "1", "--timeout", "5", *b]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_consume_into_closed_pipe_exits_cleanly(kafka_bootstrap):
+    name = _topic("cli-pipe")
+    b = ["--bootstrap", kafka_bootstrap]
+    assert main(["topics", "create", name, *b]) == 0
+    payload = "".join(f"line-{i}\n" for i in range(3000))
+    assert _cli("produce", name, *b, input=payload).returncode == 0
+    # `consume | head -2`: head exits after two lines; the consumer must notice and stop
+    shell = (
+        f"{PY} -m aiokafka_lite consume {name} --bootstrap {kafka_bootstrap} --from-beginning"
+        ' | head -n 2; echo "status=${PIPESTATUS[0]}" >&2'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
+    assert proc.stdout.splitlines() == ["line-0", "line-1"]
+    assert "status=0" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_groups_list_and_describe(kafka_bootstrap, capsys):
+    b = ["--bootstrap", kafka_bootstrap]
+    name = _topic("cli-groups")
+    group = _topic("grp")
+    assert main(["topics", "create", name, "--partitions", "2", *b]) == 0
+    src = "".join(f"v{i}\n" for i in range(10))
+    assert _cli("produce", name, "--partition", "0", *b, input=src).returncode == 0
+    capsys.readouterr()
+    # a group member that reads 4 records then leaves, committing its position
+    assert main(["consume", name, "--group", group, "--from-beginning", "--max", "4", *b]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
+    assert main(["groups", "list", *b]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0][:2] == ["GROUP", "STATE"]
+    assert any(r[0] == group for r in rows[1:])
+
+    assert main(["groups", "describe", group, *b]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"group {group}: state ")
+    offsets = {
+        (parts[0], int(parts[1])): parts[2]
+        for parts in (line.split() for line in out[2:])
+        if parts and parts[0] == name
+    }
+    assert offsets.get((name, 0)) == "4", out
+
+
+def test_broker_command_starts_and_stops_on_ctrl_c():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [PY, "-m", "aiokafka_lite", "broker", "--kind", "tansu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        bootstrap = proc.stdout.readline().strip()
+        host, _, port = bootstrap.rpartition(":")
+        assert host == "127.0.0.1" and int(port) > 0
+        from aiokafka_lite._embedded import probe_api_versions
+
+        assert probe_api_versions(host, int(port)) == 0
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        err = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in err
+        with pytest.raises(OSError):
+            probe_api_versions(host, int(port), timeout=1.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_bench_produce_json(kafka_bootstrap, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    code = main(
+        ["bench", "produce", "-n", "2000", "--progress", "none", "--json", str(out),
+         "--bootstrap", kafka_bootstrap]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    table = capsys.readouterr().out
+    assert "records/s" in table and "aiokafka_lite" in table
+    report = json.loads(out.read_text())
+    row = report["summary"]["aiokafka_lite"]
+    assert row["rounds"] == 1 and row["errors"] == 0
+    assert row["records_per_s"] > 0 and row["p50_ms"] is not None
+    assert report["runs"][0]["records"] == 2000
+    assert report["machine"]["cores"] >= 1
