@@ -205,22 +205,28 @@ async def test_commit_failed_after_rebalance(kafka_bootstrap: str, new_topic: An
 
 
 async def test_static_membership(kafka_bootstrap: str, new_topic: Any) -> None:
+    """A static member leaves no LeaveGroup behind on stop(); coming back with the same
+    group_instance_id takes its place without a new generation (no rebalance)."""
     topic = await new_topic(partitions=2)
     group = group_name()
-    c = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=kafka_bootstrap,
-        group_id=group,
-        group_instance_id="instance-1",
-        **FAST,
-    )
-    await c.start()
-    try:
-        sets = await settle([c], {TopicPartition(topic, p) for p in range(2)})
-        assert len(sets[0]) == 2
-        assert c._coordinator is not None and c._coordinator.member_id
-    finally:
-        await c.stop()
+    generations = []
+    for _ in range(2):
+        c = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=kafka_bootstrap,
+            group_id=group,
+            group_instance_id="instance-1",
+            **FAST,
+        )
+        await c.start()
+        try:
+            sets = await settle([c], {TopicPartition(topic, p) for p in range(2)})
+            assert len(sets[0]) == 2
+            assert c._coordinator is not None and c._coordinator.member_id
+            generations.append(c.group_generation)
+        finally:
+            await c.stop()
+    assert generations[0] == generations[1] >= 0
 
 
 async def test_mixed_group_with_aiokafka(kafka_bootstrap: str, broker: Any, new_topic: Any) -> None:
