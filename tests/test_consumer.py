@@ -250,3 +250,28 @@ async def test_end_offsets_seek_to_end_and_offsets_for_times(
         c.seek(tp, 4)
         got = await drain(c, 2)
         assert [r.offset for r in got] == [4, 5] and got[0].timestamp == 1_004_000
+
+
+async def test_subscribe_without_group_takes_every_partition(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    topic = await new_topic(partitions=3)
+    await produce(kafka_bootstrap, topic, 2, 3)
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    ) as c:
+        recs = await drain(c, 6)
+        assert sorted((r.partition, r.offset) for r in recs) == [
+            (p, o) for p in range(3) for o in range(2)
+        ]
+        assert c.assignment() == {TopicPartition(topic, p) for p in range(3)}
+        assert c.subscription() == {topic}
+        with pytest.raises(ValueError):
+            c.subscribe(pattern="^x")  # a pattern needs a group
+        with pytest.raises(Errors.IllegalOperation):
+            await c.commit()
+        with pytest.raises(Errors.IllegalStateError):
+            c.assign([TopicPartition(topic, 0)])  # subscribe() and assign() exclude each other
+        c.unsubscribe()
+        c.assign([TopicPartition(topic, 0)])
+        assert c.assignment() == {TopicPartition(topic, 0)}
