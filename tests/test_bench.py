@@ -1,0 +1,198 @@
+"""The benchmark engine: statistics, settings, summaries and a few tiny real runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aiokafka_lite.bench import BenchError, BenchOptions, make_progress, run_benchmark
+from aiokafka_lite.bench.config import RunConfig, canonical_client, parse_clients
+from aiokafka_lite.bench.engine import _order, summarize, validate
+from aiokafka_lite.bench.report import markdown_table, print_summary, summary_rows, text_table
+from aiokafka_lite.bench.stats import latency_summary, median_or_none, percentile
+from aiokafka_lite.bench.worker import main as worker_main
+from aiokafka_lite.bench.worker import value_pool
+
+# ------------------------------------------------------------------ offline
+
+
+def test_percentile_nearest_rank():
+    values = list(range(1, 101))  # 1..100
+    assert percentile(values, 50) == 50
+    assert percentile(values, 95) == 95
+    assert percentile(values, 99) == 99
+    assert percentile(values, 100) == 100
+    assert percentile([7.0], 99) == 7.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1], 101)
+
+
+def test_latency_summary_in_ms():
+    s = latency_summary([0.003, 0.001, 0.002, 0.010])
+    assert s["samples"] == 4
+    assert s["p50_ms"] == pytest.approx(2.0)
+    assert s["max_ms"] == pytest.approx(10.0)
+    assert latency_summary([])["p50_ms"] is None
+    assert median_or_none([None, 3, 1, 2]) == 2
+    assert median_or_none([None]) is None
+
+
+def test_client_names():
+    assert canonical_client("lite") == "aiokafka_lite"
+    assert canonical_client("confluent-kafka") == "confluent"
+    assert parse_clients("aiokafka, kafka_python,aiokafka") == ["aiokafka", "kafka-python"]
+    with pytest.raises(ValueError, match="unknown client"):
+        parse_clients("aiokafka,zzz")
+
+
+def test_run_config_json_round_trip():
+    cfg = RunConfig(kind="roundtrip", client="aiokafka", records=5, codec="zstd", acks=-1)
+    assert RunConfig.from_json(cfg.to_json()) == cfg
+    assert cfg.compression == "zstd" and RunConfig(codec="none").compression is None
+    with pytest.raises(ValueError, match="unknown run config keys"):
+        RunConfig.from_json(json.dumps({"kind": "produce", "bogus": 1}))
+
+
+def test_value_pool():
+    pool = value_pool(100)
+    assert len(pool) == 256 and all(len(v) == 100 for v in pool)
+    assert len(set(pool)) == 256
+    assert value_pool(0)[0] == b"" and len(value_pool(7)[0]) == 7
+
+
+def test_defaults_follow_the_api():
+    opts = BenchOptions(kind="produce", api="wait")
+    assert opts.run_config("aiokafka", "h:1", "t").linger_ms == 0
+    assert BenchOptions(kind="produce").run_config("aiokafka", "h:1", "t").linger_ms == 5
+    assert BenchOptions(kind="roundtrip").run_config("aiokafka", "h:1", "t").concurrency == 100
+
+
+def test_validate_rejects_impossible_settings():
+    with pytest.raises(BenchError, match="records"):
+        validate(BenchOptions(records=0))
+    with pytest.raises(BenchError, match="at least 12"):
+        validate(BenchOptions(kind="roundtrip", size=4))
+    with pytest.raises(BenchError, match="unknown client"):
+        validate(BenchOptions(clients=["nope"]))
+
+
+def test_rounds_interleave_clients():
+    clients = ["a", "b", "c"]
+    assert _order(clients, 0) == ["a", "b", "c"]
+    assert _order(clients, 1) == ["b", "c", "a"]
+    assert _order(clients, 2) == ["c", "a", "b"]
+
+
+def _run(client, rate, p50=None, failed=None):
+    if failed:
+        return {"client": client, "failed": failed}
+    return {"client": client, "records_per_s": rate, "mb_per_s": rate / 1e4, "elapsed_s": 1.0,
+            "p50_ms": p50, "p95_ms": p50, "p99_ms": p50, "max_ms": p50, "rss_mb": 30.0,
+            "errors": 0}  # fmt: skip
+
+
+def test_summary_medians_and_ratios():
+    runs = [
+        _run("aiokafka_lite", 300, 1.0), _run("aiokafka", 100, 2.0), _run("confluent", 200, 0.5),
+        _run("aiokafka_lite", 330, 3.0), _run("aiokafka", 110, 2.0), _run("confluent", 220, 0.5),
+        _run("aiokafka_lite", 900, 2.0), _run("aiokafka", 90, 2.0), _run("confluent", 0, failed="x"),
+    ]  # fmt: skip
+    s = summarize(["aiokafka_lite", "aiokafka", "confluent"], runs)
+    assert s["aiokafka_lite"]["records_per_s"] == 330  # median, the 900 outlier ignored
+    assert s["aiokafka_lite"]["p50_ms"] == 2.0
+    assert s["aiokafka"]["records_per_s"] == 100
+    assert s["confluent"]["records_per_s"] == 210  # two successful rounds
+    assert s["confluent"]["rounds"] == 2 and s["confluent"]["failures"] == ["x"]
+    assert s["aiokafka_lite"]["x_aiokafka"] == pytest.approx(3.3)
+    assert s["aiokafka_lite"]["x_confluent"] == pytest.approx(330 / 210)
+    assert s["aiokafka"]["x_aiokafka"] == pytest.approx(1.0)
+
+    report = {
+        "kind": "produce",
+        "config": {"api": "send", "records": 10, "size": 100, "partitions": 1, "codec": "none",
+                   "acks": 1, "linger_ms": 5, "concurrency": 1, "rounds": 3},
+        "machine": {"cores": 2, "cpu": "cpu", "python": "3.11"},
+        "broker": {"name": "embedded tansu"},
+        "runs": runs,
+        "summary": s,
+    }  # fmt: skip
+    rows = summary_rows(report)
+    assert rows[0][:2] == ["aiokafka_lite", "330"] and rows[0][7] == "3.30"
+    md = markdown_table(report).splitlines()
+    assert md[0].startswith("| client | records/s") and len(md) == 5
+    assert len(text_table(["a", "bb"], [["x", "1"]]).splitlines()) == 3
+    import io
+
+    buf = io.StringIO()
+    print_summary(report, buf, use_rich=False)
+    text = buf.getvalue()
+    assert "produce (send)" in text and "failed: x" in text and "aiokafka_lite" in text
+
+
+def test_plot_writes_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from aiokafka_lite.bench.plot import plot_reports
+
+    s = summarize(
+        ["aiokafka_lite", "aiokafka"], [_run("aiokafka_lite", 3, 1.0), _run("aiokafka", 1, 2.0)]
+    )
+    report = {
+        "kind": "roundtrip",
+        "config": {"api": "send", "records": 10, "size": 100, "partitions": 1, "codec": "none",
+                   "acks": 1, "linger_ms": 5, "concurrency": 100, "rounds": 1},
+        "machine": {"cores": 2, "cpu": "cpu", "python": "3.11"},
+        "broker": {"name": "embedded tansu"},
+        "runs": [],
+        "summary": s,
+    }  # fmt: skip
+    out = tmp_path / "p.png"
+    plot_reports([report, {**report, "kind": "consume"}], out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_worker_reports_failures_as_one_line(capsys):
+    assert worker_main(["{not json"]) == 1
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("@@E JSONDecodeError") and len(out.splitlines()) == 1
+    assert worker_main([]) == 2
+
+
+# ------------------------------------------------------------------ real runs
+
+
+def _quiet():
+    import io
+
+    return make_progress("plain", io.StringIO())
+
+
+def test_engine_interleaves_peers_on_one_broker(kafka_bootstrap):
+    opts = BenchOptions(kind="produce", clients=["aiokafka_lite", "confluent"], records=1000,
+                        rounds=2, bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    report = run_benchmark(opts, _quiet())
+    order = [(r["round"], r["client"]) for r in report["runs"]]
+    assert order == [(1, "aiokafka_lite"), (1, "confluent"), (2, "confluent"), (2, "aiokafka_lite")]
+    assert all("failed" not in r for r in report["runs"]), report["runs"]
+    assert all(r["records"] == 1000 and r["errors"] == 0 for r in report["runs"])
+    lite, conf = report["summary"]["aiokafka_lite"], report["summary"]["confluent"]
+    assert conf["x_confluent"] == pytest.approx(1.0)
+    assert lite["x_confluent"] == pytest.approx(lite["records_per_s"] / conf["records_per_s"])
+    assert lite["p99_ms"] >= lite["p50_ms"] > 0
+
+
+@pytest.mark.parametrize("kind", ["consume", "roundtrip"])
+def test_engine_consume_and_roundtrip(kafka_bootstrap, kind):
+    opts = BenchOptions(kind=kind, clients=["aiokafka_lite", "aiokafka"], records=2000,
+                        partitions=2, bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    report = run_benchmark(opts, _quiet())
+    assert all("failed" not in r for r in report["runs"]), report["runs"]
+    for run in report["runs"]:
+        assert run["records"] >= 2000 and run["records_per_s"] > 0
+        assert run["mb_per_s"] == pytest.approx(run["bytes"] / run["elapsed_s"] / 1e6)
+        if kind == "roundtrip":
+            assert run["samples"] == 2000 and run["p50_ms"] > 0
+        else:
+            assert run["bytes"] >= 2000 * 100 and run["p50_ms"] is None
