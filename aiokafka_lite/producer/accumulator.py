@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 from aiokafka_lite.errors import KafkaError, KafkaTimeoutError
@@ -283,6 +283,8 @@ class Accumulator:
         self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.wakeup: Callable[[], None] = lambda: None
+        #: linger 0: called with a new batch after its first record; True if it was sent at once
+        self.send_now: Callable[[ProducerBatch], bool] | None = None
         self.closed_error: KafkaError | None = None
         self.flushing = 0
         self.fail_hook: Callable[[BaseException], None] | None = None
@@ -332,6 +334,8 @@ class Accumulator:
             self._fail_batch(batch, KafkaError("record could not be added to an empty batch"))
             raise KafkaError("record could not be added to an empty batch")
         batch.first_ts = ts
+        if self.send_now is not None:
+            self.send_now(batch)
         return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
 
     def _tp(self, topic: str, partition: int) -> TopicPartition:
@@ -353,7 +357,8 @@ class Accumulator:
         )
         self.open.setdefault(topic, {})[partition] = batch
         self.incomplete.add(batch)
-        self.wakeup()
+        if self.send_now is None:
+            self.wakeup()
         return batch
 
     async def add_user_batch(self, bb: BatchBuilder, topic: str, partition: int) -> RecordHandle:
@@ -377,7 +382,7 @@ class Accumulator:
 
     # ---- sealing and draining ----------------------------------------------------------------
 
-    def _seal(self, batch: ProducerBatch) -> None:
+    def _seal(self, batch: ProducerBatch, wake: bool = True) -> None:
         if batch.sealed:
             return
         batch.sealed = True
@@ -391,18 +396,23 @@ class Accumulator:
         if dq is None:
             dq = self.pending[tp] = deque()
         dq.append(batch)
-        self.wakeup()
+        if wake:
+            self.wakeup()
 
-    def seal_ready(self, now: float) -> float | None:
+    def seal_ready(self, now: float, busy: Container[TopicPartition] = ()) -> float | None:
         """Seal open batches whose linger elapsed (all of them when flushing or memory is short).
 
-        Returns the earliest ``ready_at`` among batches still open, or None.
+        Batches of ``busy`` partitions (a batch in flight that must complete first) stay open
+        to keep filling, unless forced. Returns the earliest ``ready_at`` among batches still
+        open and not busy, or None.
         """
         force = self.flushing > 0 or self.pool.has_waiters or self.closed_error is not None
         nxt: float | None = None
         to_seal: list[ProducerBatch] = []
         for parts in self.open.values():
             for batch in parts.values():
+                if not force and busy and batch.tp in busy:
+                    continue
                 if force or batch.ready_at <= now:
                     to_seal.append(batch)
                 elif nxt is None or batch.ready_at < nxt:
@@ -471,6 +481,14 @@ class Accumulator:
         for dq in self.pending.values():
             while dq:
                 self._fail_batch(dq.popleft(), exc)
+
+    def pending_count(self) -> int:
+        """Number of partitions with sealed batches waiting for the sender."""
+        n = 0
+        for dq in self.pending.values():
+            if dq:
+                n += 1
+        return n
 
     def has_unsent(self) -> bool:
         """True while any batch is open or queued."""

@@ -62,6 +62,8 @@ class Sender:
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         acc.wakeup = self.wakeup
+        if acc.linger == 0 and (txn is None or not txn.transactional):
+            acc.send_now = self.send_now
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -110,7 +112,7 @@ class Sender:
         while True:
             self._woken = False
             now = time.monotonic()
-            nxt = acc.seal_ready(now)
+            nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
             acc.expire(now)
             try:
                 if self.idempotent:
@@ -126,13 +128,17 @@ class Sender:
                 return
             if self._woken:
                 continue
-            wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - time.monotonic()))
             fut = self._waiter = loop.create_future()
-            timer = loop.call_later(wait, _wake_future, fut)
+            if nxt is None and not acc.has_unsent() and not self._closing:
+                timer = None  # idle: a new batch or a response wakes us
+            else:
+                wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - time.monotonic()))
+                timer = loop.call_later(wait, _wake_future, fut)
             try:
                 await fut
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
                 self._waiter = None
 
     def _fail_pending(self, exc: BaseException) -> None:
@@ -140,6 +146,28 @@ class Sender:
         for dq in self.acc.pending.values():
             while dq:
                 self.acc.fail(dq.popleft(), err)
+
+    def send_now(self, batch: ProducerBatch) -> bool:
+        """linger 0: ship a just-opened batch from ``send()`` itself when its partition and
+        node are free (saves a sender wake-up: lower latency). Otherwise it keeps filling."""
+        if self._closing or self._task is None:
+            self.wakeup()
+            return False
+        tp = batch.tp
+        if tp in self._tp_in_flight and not self.idempotent:
+            return False  # the response of the in-flight batch wakes the sender
+        if self.idempotent:
+            txn = self.txn
+            if txn is None or not txn.has_pid or self._bump_needed:
+                self.wakeup()
+                return False
+        leader = self.client.cluster.leader_for_partition(tp)
+        if leader is None or leader < 0 or self._node_in_flight.get(leader, 0) >= self.max_in_flight:
+            self.wakeup()
+            return False
+        self.acc._seal(batch, wake=False)
+        self._drain(time.monotonic())
+        return True
 
     async def _prepare_idempotence(self) -> None:
         txn = self.txn
@@ -299,7 +327,8 @@ class Sender:
                     self._tp_in_flight[b.tp] = n
                 else:
                     self._tp_in_flight.pop(b.tp, None)
-            self.wakeup()
+            if self._closing or self._bump_needed or self.acc.has_unsent():
+                self.wakeup()  # a slot freed up for queued batches
 
     def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
         if exc.retriable or isinstance(exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)):
