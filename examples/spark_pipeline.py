@@ -98,7 +98,9 @@ def run(spark: SparkSession, bootstrap: str, source: str, sink: str, checkpoint:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--bootstrap", help="host:port of your broker (default: start an embedded one)")
     ap.add_argument("--source", default="orders")
     ap.add_argument("--sink", default="orders_enriched")
