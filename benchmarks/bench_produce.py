@@ -31,6 +31,7 @@ VALUE = b"v" * 100
 
 # ---- throughput runners (each returns elapsed seconds for n records) ------------------------
 
+
 async def _lite(bootstrap: str, topic: str, n: int) -> float:
     from aiokafka_lite import producer as lite
 
@@ -127,6 +128,7 @@ def _confluent(bootstrap: str, topic: str, n: int) -> float:
 
 # ---- latency runners (each returns a list of seconds) ---------------------------------------
 
+
 async def _lite_latency(bootstrap: str, topic: str, n: int) -> list[float]:
     from aiokafka_lite import producer as lite
 
@@ -193,6 +195,7 @@ def _confluent_latency(bootstrap: str, topic: str, n: int) -> list[float]:
 
 # ---- harness --------------------------------------------------------------------------------
 
+
 def _create_topic(bootstrap: str, name: str) -> None:
     async def go() -> None:
         from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
@@ -221,22 +224,32 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--broker", default="noida", choices=["noida", "tansu"])
     ap.add_argument("--bootstrap", help="use this broker instead of starting one")
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--latency-count", type=int, default=1000)
-    ap.add_argument("--clients", default="aiokafka_lite,aiokafka_lite batch,aiokafka,kafka-python,confluent-kafka")
+    ap.add_argument(
+        "--clients",
+        default="aiokafka_lite,aiokafka_lite batch,aiokafka,kafka-python,confluent-kafka",
+    )
     args = ap.parse_args()
 
     throughput: dict[str, Callable[..., Any]] = {
-        "aiokafka_lite": _lite, "aiokafka_lite batch": _lite_batch, "aiokafka": _aiokafka,
-        "kafka-python": _kafka_python, "confluent-kafka": _confluent,
+        "aiokafka_lite": _lite,
+        "aiokafka_lite batch": _lite_batch,
+        "aiokafka": _aiokafka,
+        "kafka-python": _kafka_python,
+        "confluent-kafka": _confluent,
     }
     latency: dict[str, Callable[..., Any]] = {
-        "aiokafka_lite": _lite_latency, "aiokafka": _aiokafka_latency,
-        "kafka-python": _kafka_python_latency, "confluent-kafka": _confluent_latency,
+        "aiokafka_lite": _lite_latency,
+        "aiokafka": _aiokafka_latency,
+        "kafka-python": _kafka_python_latency,
+        "confluent-kafka": _confluent_latency,
     }
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
 
@@ -248,9 +261,11 @@ def main() -> None:
         embedded = EmbeddedBroker(args.broker).start()
         bootstrap = embedded.bootstrap
     try:
-        print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-              f"broker: {args.broker if embedded else bootstrap}; {args.records} records x 100 B, "
-              f"1 partition, acks=1, linger 5 ms, {args.rounds} interleaved rounds")
+        print(
+            f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
+            f"broker: {args.broker if embedded else bootstrap}; {args.records} records x 100 B, "
+            f"1 partition, acks=1, linger 5 ms, {args.rounds} interleaved rounds"
+        )
         rates: dict[str, list[float]] = {c: [] for c in clients}
         for r in range(args.rounds):
             for c in clients:
@@ -276,9 +291,14 @@ def main() -> None:
                 _create_topic(bootstrap, topic)
                 vals = _run(latency[c], bootstrap, topic, args.latency_count)
                 lat[c] = (_pct(vals, 0.5), _pct(vals, 0.99))
-                print(f"  {c:22s} p50 {lat[c][0] * 1e3:7.3f} ms   p99 {lat[c][1] * 1e3:7.3f} ms", flush=True)
+                print(
+                    f"  {c:22s} p50 {lat[c][0] * 1e3:7.3f} ms   p99 {lat[c][1] * 1e3:7.3f} ms",
+                    flush=True,
+                )
             if "aiokafka_lite" in lat and "aiokafka" in lat:
-                print(f"  p50 ratio aiokafka/aiokafka_lite: {lat['aiokafka'][0] / lat['aiokafka_lite'][0]:.2f}")
+                print(
+                    f"  p50 ratio aiokafka/aiokafka_lite: {lat['aiokafka'][0] / lat['aiokafka_lite'][0]:.2f}"
+                )
     finally:
         if embedded is not None:
             embedded.stop()

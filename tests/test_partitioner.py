@@ -58,10 +58,13 @@ async def test_keyed_partitions_match_librdkafka(kafka_bootstrap: str, new_topic
     seen: dict[bytes, int] = {}
 
     def produce_with_librdkafka() -> None:
-        p = confluent_kafka.Producer({
-            "bootstrap.servers": kafka_bootstrap, "partitioner": "murmur2_random",
-            "linger.ms": 0,
-        })
+        p = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "partitioner": "murmur2_random",
+                "linger.ms": 0,
+            }
+        )
 
         def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
             assert err is None, err

@@ -15,14 +15,21 @@ from aiokafka_lite.producer.accumulator import RecordHandle
 from aiokafka_lite.structs import RecordMetadata, TopicPartition
 
 
-async def read_back(bootstrap: str, topic: str, count: int, partitions: int = 1,
-                    timeout: float = 20.0, isolation_level: str = "read_uncommitted") -> list[Any]:
+async def read_back(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partitions: int = 1,
+    timeout: float = 20.0,
+    isolation_level: str = "read_uncommitted",
+) -> list[Any]:
     """Read ``count`` records of ``topic`` from the beginning with aiokafka's consumer."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition as AioTP
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                isolation_level=isolation_level)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation_level
+    )
     await consumer.start()
     try:
         tps = [AioTP(topic, p) for p in range(partitions)]
@@ -53,20 +60,29 @@ async def test_round_trip_every_codec(kafka_bootstrap: str, new_topic, codec: st
         (None, None, []),  # both null: valid in Kafka
         (b"big", bytes(range(256)) * 40, [("x", b"y" * 300)]),
     ] + [(f"k{i}".encode(), f"value-{i}".encode() * 3, []) for i in range(200)]
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type=codec,
-                                linger_ms=2) as producer:
-        handles = [await producer.send(topic, v, key=k, partition=0, headers=h, timestamp_ms=1_700_000_000_000 + i)
-                   for i, (k, v, h) in enumerate(records)]
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, compression_type=codec, linger_ms=2
+    ) as producer:
+        handles = [
+            await producer.send(
+                topic, v, key=k, partition=0, headers=h, timestamp_ms=1_700_000_000_000 + i
+            )
+            for i, (k, v, h) in enumerate(records)
+        ]
         mds = await asyncio.gather(*handles)
     assert [md.offset for md in mds] == list(range(len(records)))
-    assert all(isinstance(md, RecordMetadata) and md.topic == topic and md.partition == 0 for md in mds)
+    assert all(
+        isinstance(md, RecordMetadata) and md.topic == topic and md.partition == 0 for md in mds
+    )
     assert mds[3].timestamp == 1_700_000_000_003 and mds[3].timestamp_type == 0
     got = await read_back(kafka_bootstrap, topic, len(records))
     assert len(got) == len(records)
     for i, (rec, (k, v, h)) in enumerate(zip(got, records, strict=True)):
         assert rec.offset == i
         assert rec.key == k and rec.value == v, i
-        assert [(hk, hv) for hk, hv in rec.headers] == [(hk, hv if hv is not None else None) for hk, hv in h] or (
+        assert [(hk, hv) for hk, hv in rec.headers] == [
+            (hk, hv if hv is not None else None) for hk, hv in h
+        ] or (
             # aiokafka returns b"" or None for null header values depending on version
             [hk for hk, _ in rec.headers] == [hk for hk, _ in h]
         )
@@ -75,8 +91,11 @@ async def test_round_trip_every_codec(kafka_bootstrap: str, new_topic, codec: st
 
 async def test_send_and_wait_serializers_and_alias(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=3)
-    async with Producer(bootstrap_servers=kafka_bootstrap, key_serializer=str.encode,
-                        value_serializer=lambda v: repr(v).encode()) as producer:
+    async with Producer(
+        bootstrap_servers=kafka_bootstrap,
+        key_serializer=str.encode,
+        value_serializer=lambda v: repr(v).encode(),
+    ) as producer:
         md = await producer.send_and_wait(topic, {"a": 1}, key="user-1")
         assert md.topic_partition == TopicPartition(topic, md.partition)
         assert md.offset == 0
@@ -108,7 +127,9 @@ async def test_handles_are_future_like(kafka_bootstrap: str, new_topic) -> None:
 
 async def test_create_batch_and_send_batch(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=2)
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, compression_type="lz4") as producer:
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, compression_type="lz4"
+    ) as producer:
         batch = producer.create_batch()
         n = 0
         while True:
@@ -139,7 +160,9 @@ async def test_acks_zero_resolves_with_offset_minus_one(kafka_bootstrap: str, ne
 
 async def test_too_large_record_fails_at_once(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=1)
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=10_000) as producer:
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, max_request_size=10_000
+    ) as producer:
         t0 = time.monotonic()
         with pytest.raises(Errors.MessageSizeTooLargeError):
             await producer.send(topic, b"x" * 20_000)
@@ -182,11 +205,14 @@ async def test_unknown_topic_waits_max_block(kafka_bootstrap: str, broker) -> No
 async def test_idempotent_10k_in_order_no_duplicates(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=2)
     n = 10_000
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, enable_idempotence=True,
-                                max_batch_size=4096, linger_ms=1) as producer:
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, enable_idempotence=True, max_batch_size=4096, linger_ms=1
+    ) as producer:
         handles = []
         for i in range(n):
-            handles.append(await producer.send(topic, b"%06d" % i, key=b"%d" % (i % 2), partition=i % 2))
+            handles.append(
+                await producer.send(topic, b"%06d" % i, key=b"%d" % (i % 2), partition=i % 2)
+            )
         mds = await asyncio.gather(*handles)
         assert producer._txn is not None and producer._txn.producer_id >= 0
     for p in (0, 1):

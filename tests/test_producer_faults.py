@@ -53,7 +53,9 @@ class Proxy:
             return
         self._writers.update((cwriter, bwriter))
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool) -> None:
+        async def pump(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool
+        ) -> None:
             try:
                 while True:
                     while self.stalled:
@@ -87,9 +89,17 @@ def proxied_tansu() -> Iterator[tuple[int, int]]:
         pytest.skip(f"tansu binary unavailable: {exc}")
     port, proxy_port = free_port(), free_port()
     proc = subprocess.Popen(
-        [binary, "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-         "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            f"tcp://127.0.0.1:{port}",
+            "--advertised-listener-url",
+            f"tcp://127.0.0.1:{proxy_port}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "NO_COLOR": "1"},
     )
     try:
@@ -126,8 +136,12 @@ def _topic(name: str) -> str:
 async def test_backpressure_blocks_then_times_out(proxy: Proxy) -> None:
     topic = _topic("bp")
     producer = AIOKafkaProducer(
-        bootstrap_servers=f"127.0.0.1:{proxy.port}", buffer_memory=1024 * 1024,
-        max_block_ms=1000, request_timeout_ms=30000, linger_ms=0)
+        bootstrap_servers=f"127.0.0.1:{proxy.port}",
+        buffer_memory=1024 * 1024,
+        max_block_ms=1000,
+        request_timeout_ms=30000,
+        linger_ms=0,
+    )
     await producer.start()
     try:
         await producer.send_and_wait(topic, b"warm-up", partition=0)
@@ -156,8 +170,9 @@ async def test_backpressure_blocks_then_times_out(proxy: Proxy) -> None:
 
 async def test_retry_after_connection_cut_mid_request(proxy: Proxy) -> None:
     topic = _topic("cut")
-    async with AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{proxy.port}", retry_backoff_ms=50,
-                                linger_ms=5) as producer:
+    async with AIOKafkaProducer(
+        bootstrap_servers=f"127.0.0.1:{proxy.port}", retry_backoff_ms=50, linger_ms=5
+    ) as producer:
         await producer.send_and_wait(topic, b"first", partition=0)
         proxy.cut_next = True  # the next request (a produce) is dropped and the socket closed
         handles = [await producer.send(topic, b"%d" % i, partition=0) for i in range(300)]
@@ -168,7 +183,9 @@ async def test_retry_after_connection_cut_mid_request(proxy: Proxy) -> None:
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{proxy.port}", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{proxy.port}", enable_auto_commit=False
+    )
     await consumer.start()
     try:
         tp = TopicPartition(topic, 0)
@@ -187,8 +204,11 @@ async def test_retry_after_connection_cut_mid_request(proxy: Proxy) -> None:
 async def test_stop_fails_undeliverable_records(proxy: Proxy) -> None:
     topic = _topic("stop")
     producer = AIOKafkaProducer(
-        bootstrap_servers=f"127.0.0.1:{proxy.port}", request_timeout_ms=1000,
-        delivery_timeout_ms=1500, retry_backoff_ms=100)
+        bootstrap_servers=f"127.0.0.1:{proxy.port}",
+        request_timeout_ms=1000,
+        delivery_timeout_ms=1500,
+        retry_backoff_ms=100,
+    )
     await producer.start()
     await producer.send_and_wait(topic, b"warm-up", partition=0)
     proxy.stalled = True

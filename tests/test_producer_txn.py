@@ -13,16 +13,21 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.producer import AIOKafkaProducer
 
 
-def _consume_confluent(bootstrap: str, topic: str, isolation: str, expect_at_least: int,
-                       timeout: float = 15.0) -> list[bytes]:
+def _consume_confluent(
+    bootstrap: str, topic: str, isolation: str, expect_at_least: int, timeout: float = 15.0
+) -> list[bytes]:
     """Values of ``topic`` partition 0 from the beginning, read with librdkafka."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
-        "isolation.level": isolation, "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         out: list[bytes] = []
@@ -49,7 +54,9 @@ async def test_commit_and_abort(kafka_bootstrap: str, new_topic, broker: Any) ->
     pytest.importorskip("confluent_kafka")
     topic = await new_topic(partitions=1)
     txid = f"txn-{uuid.uuid4().hex[:8]}"
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=txid) as producer:
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, transactional_id=txid
+    ) as producer:
         async with producer.transaction():
             handles = [await producer.send(topic, b"committed-%d" % i) for i in range(5)]
         mds = await asyncio.gather(*handles)
@@ -73,13 +80,15 @@ async def test_commit_and_abort(kafka_bootstrap: str, new_topic, broker: Any) ->
             await producer.send(topic, b"outside a transaction")
 
     committed = await asyncio.to_thread(
-        _consume_confluent, kafka_bootstrap, topic, "read_uncommitted", 9)
+        _consume_confluent, kafka_bootstrap, topic, "read_uncommitted", 9
+    )
     # every data record is in the log whatever happened to its transaction
     assert {b"committed-0", b"aborted-0", b"committed-last"} <= set(committed)
     if broker.kind == "tansu":
         pytest.skip("[tansu] Tansu does not filter aborted records for read_committed")
     visible = await asyncio.to_thread(
-        _consume_confluent, kafka_bootstrap, topic, "read_committed", 6)
+        _consume_confluent, kafka_bootstrap, topic, "read_committed", 6
+    )
     assert visible == [b"committed-%d" % i for i in range(5)] + [b"committed-last"]
 
 
@@ -88,18 +97,20 @@ async def test_send_offsets_to_transaction(kafka_bootstrap: str, new_topic) -> N
     group = f"g-{uuid.uuid4().hex[:8]}"
     from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap,
-                                transactional_id=f"txo-{uuid.uuid4().hex[:8]}") as producer:
-        async with producer.transaction():
-            await producer.send(topic, b"x")
-            await producer.send_offsets_to_transaction(
-                {TopicPartition(topic, 0): OffsetAndMetadata(42, "meta")}, group)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, transactional_id=f"txo-{uuid.uuid4().hex[:8]}"
+    ) as producer, producer.transaction():
+        await producer.send(topic, b"x")
+        await producer.send_offsets_to_transaction(
+            {TopicPartition(topic, 0): OffsetAndMetadata(42, "meta")}, group
+        )
 
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition as AioTP
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group,
-                                enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False
+    )
     await consumer.start()
     try:
         assert await consumer.committed(AioTP(topic, 0)) == 42
@@ -120,9 +131,13 @@ async def test_second_producer_fences_first(kafka_bootstrap: str, new_topic, bro
             h = await p1.send(topic, b"zombie")
             with pytest.raises(Errors.KafkaError) as info:
                 await asyncio.wait_for(p1.commit_transaction(), 30)
-            if broker.kind == "tansu" and not isinstance(info.value, (Errors.ProducerFenced, Errors.InvalidProducerEpoch)):
+            if broker.kind == "tansu" and not isinstance(
+                info.value, (Errors.ProducerFenced, Errors.InvalidProducerEpoch)
+            ):
                 pytest.skip(f"[tansu] fencing surfaced as {info.value!r}")
-            assert isinstance(info.value, (Errors.ProducerFenced, Errors.InvalidProducerEpoch)), info.value
+            assert isinstance(info.value, (Errors.ProducerFenced, Errors.InvalidProducerEpoch)), (
+                info.value
+            )
             assert h.done()
         finally:
             await p2.stop()

@@ -45,14 +45,36 @@ class ProducerBatch:
     """One record batch for one partition, plus its delivery state."""
 
     __slots__ = (
-        "tp", "builder", "future", "reserved", "created", "ready_at", "deadline",
-        "attempts", "retry_at", "buffer", "sequence", "producer_id", "producer_epoch",
-        "sealed", "in_flight", "count", "first_ts", "user_batch", "handle_extra",
+        "tp",
+        "builder",
+        "future",
+        "reserved",
+        "created",
+        "ready_at",
+        "deadline",
+        "attempts",
+        "retry_at",
+        "buffer",
+        "sequence",
+        "producer_id",
+        "producer_epoch",
+        "sealed",
+        "in_flight",
+        "count",
+        "first_ts",
+        "user_batch",
+        "handle_extra",
     )
 
     def __init__(
-        self, tp: TopicPartition, builder: Any, future: asyncio.Future[Any], reserved: int,
-        now: float, linger: float, delivery_timeout: float,
+        self,
+        tp: TopicPartition,
+        builder: Any,
+        future: asyncio.Future[Any],
+        reserved: int,
+        now: float,
+        linger: float,
+        delivery_timeout: float,
     ) -> None:
         self.tp = tp
         self.builder = builder
@@ -216,7 +238,9 @@ class BatchBuilder:
     """A batch filled by the caller and submitted with ``producer.send_batch()`` (aiokafka API)."""
 
     def __init__(
-        self, builder: Any, batch_size: int,
+        self,
+        builder: Any,
+        batch_size: int,
         key_serializer: Callable[[Any], bytes] | None,
         value_serializer: Callable[[Any], bytes] | None,
     ) -> None:
@@ -230,7 +254,11 @@ class BatchBuilder:
         self._first_ts: int | None = None
 
     def append(
-        self, *, timestamp: int | None = None, key: Any = None, value: Any = None,
+        self,
+        *,
+        timestamp: int | None = None,
+        key: Any = None,
+        value: Any = None,
         headers: Headers | None = None,
     ) -> BatchRecordMetadata | None:
         """Add one record; None when the batch is full or closed. ``timestamp`` is epoch ms."""
@@ -269,8 +297,15 @@ class Accumulator:
     """Per-partition open batches and queues of sealed ones, bounded by ``buffer_memory``."""
 
     def __init__(
-        self, *, batch_size: int, buffer_memory: int, linger_ms: float, delivery_timeout_ms: float,
-        compression_type: str | None, max_block_ms: float, transactional: bool = False,
+        self,
+        *,
+        batch_size: int,
+        buffer_memory: int,
+        linger_ms: float,
+        delivery_timeout_ms: float,
+        compression_type: int,
+        max_block_ms: float,
+        transactional: bool = False,
     ) -> None:
         self.batch_size = batch_size
         self.pool = MemoryPool(buffer_memory)
@@ -293,7 +328,12 @@ class Accumulator:
     # ---- appending -------------------------------------------------------------------------
 
     def try_append(
-        self, topic: str, partition: int, ts: int, key: bytes | None, value: bytes | None,
+        self,
+        topic: str,
+        partition: int,
+        ts: int,
+        key: bytes | None,
+        value: bytes | None,
         headers: Headers,
     ) -> RecordHandle | None:
         """Append to the partition's open batch if it has room; None if a new batch is needed."""
@@ -303,12 +343,17 @@ class Accumulator:
             if batch is not None:
                 idx = batch.builder.append(ts, key, value, headers)
                 if idx is not None:
-                    return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
+                    return _new_handle(RecordHandle, (batch, idx, ts))
                 self._seal(batch)
         return None
 
     async def append(
-        self, topic: str, partition: int, ts: int, key: bytes | None, value: bytes | None,
+        self,
+        topic: str,
+        partition: int,
+        ts: int,
+        key: bytes | None,
+        value: bytes | None,
         headers: Headers,
     ) -> RecordHandle:
         """Append one record, opening a batch (and waiting for memory) when needed."""
@@ -336,7 +381,7 @@ class Accumulator:
         batch.first_ts = ts
         if self.send_now is not None:
             self.send_now(batch)
-        return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
+        return _new_handle(RecordHandle, (batch, idx, ts))
 
     def _tp(self, topic: str, partition: int) -> TopicPartition:
         key = (topic, partition)
@@ -347,13 +392,19 @@ class Accumulator:
 
     def _new_batch(self, topic: str, partition: int, size: int) -> ProducerBatch:
         builder = RecordBatchBuilder(
-            self.compression_type, batch_size=self.batch_size,
+            self.compression_type,
+            batch_size=self.batch_size,
             is_transactional=self.transactional,
         )
         loop = asyncio.get_running_loop()
         batch = ProducerBatch(
-            self._tp(topic, partition), builder, loop.create_future(), size,
-            time.monotonic(), self.linger, self.delivery_timeout,
+            self._tp(topic, partition),
+            builder,
+            loop.create_future(),
+            size,
+            time.monotonic(),
+            self.linger,
+            self.delivery_timeout,
         )
         self.open.setdefault(topic, {})[partition] = batch
         self.incomplete.add(batch)
@@ -370,15 +421,20 @@ class Accumulator:
             await self.pool.acquire(size, self.max_block)
         loop = asyncio.get_running_loop()
         batch = ProducerBatch(
-            self._tp(topic, partition), bb._builder, loop.create_future(), size,
-            time.monotonic(), 0.0, self.delivery_timeout,
+            self._tp(topic, partition),
+            bb._builder,
+            loop.create_future(),
+            size,
+            time.monotonic(),
+            0.0,
+            self.delivery_timeout,
         )
         batch.count = bb.record_count()
         batch.first_ts = bb._first_ts or 0
         batch.user_batch = True
         self.incomplete.add(batch)
         self._seal(batch)
-        return _new_handle(RecordHandle, (batch, 0, batch.first_ts))  # type: ignore[no-any-return]
+        return _new_handle(RecordHandle, (batch, 0, batch.first_ts))
 
     # ---- sealing and draining ----------------------------------------------------------------
 
@@ -438,8 +494,9 @@ class Accumulator:
 
     # ---- completion ----------------------------------------------------------------------------
 
-    def complete(self, batch: ProducerBatch, base_offset: int, append_time: int | None,
-                 log_start: int | None) -> None:
+    def complete(
+        self, batch: ProducerBatch, base_offset: int, append_time: int | None, log_start: int | None
+    ) -> None:
         """Resolve a batch's future with its base offset and release its memory."""
         batch.in_flight = False
         fut = batch.future
@@ -469,9 +526,13 @@ class Accumulator:
         for dq in self.pending.values():
             while dq and dq[0].deadline <= now and not dq[0].in_flight:
                 batch = dq.popleft()
-                self._fail_batch(batch, KafkaTimeoutError(
-                    f"batch for {batch.tp.topic}-{batch.tp.partition} expired after "
-                    f"{self.delivery_timeout * 1000:.0f} ms (delivery_timeout_ms)"))
+                self._fail_batch(
+                    batch,
+                    KafkaTimeoutError(
+                        f"batch for {batch.tp.topic}-{batch.tp.partition} expired after "
+                        f"{self.delivery_timeout * 1000:.0f} ms (delivery_timeout_ms)"
+                    ),
+                )
 
     def abort_undrained(self, exc: BaseException) -> None:
         """Fail every batch that has not been handed to the sender yet."""
@@ -502,7 +563,7 @@ class Accumulator:
         self.flushing += 1
         try:
             self.wakeup()
-            done, pending = await asyncio.wait(waiting, timeout=timeout)
+            _done, pending = await asyncio.wait(waiting, timeout=timeout)
             if pending:
                 raise KafkaTimeoutError(f"flush timed out with {len(pending)} batches undelivered")
         finally:

@@ -56,8 +56,7 @@ class MemoryPool:
         entry = (size, fut)
         self._waiters.append(entry)
         try:
-            async with asyncio.timeout(timeout):
-                await fut
+            await asyncio.wait_for(fut, timeout)
         except BaseException as exc:
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 self.release(size)  # granted in the same tick we gave up: hand it back
@@ -67,7 +66,7 @@ class MemoryPool:
                 except ValueError:
                     pass
                 self._wake()
-            if isinstance(exc, TimeoutError):
+            if isinstance(exc, asyncio.TimeoutError):
                 raise KafkaTimeoutError(
                     f"failed to allocate {size} bytes of buffer memory within "
                     f"{timeout * 1000:.0f} ms (buffer_memory={self.total})"
@@ -99,4 +98,3 @@ class MemoryPool:
             waiters.popleft()
             self.available -= size
             fut.set_result(None)
-

@@ -106,7 +106,10 @@ class StickyPartitions:
         self._sticky[topic] = (partition, batch)
 
     def choose(
-        self, topic: str, all_partitions: Sequence[int], available: Sequence[int],
+        self,
+        topic: str,
+        all_partitions: Sequence[int],
+        available: Sequence[int],
         previous: int | None,
     ) -> int:
         parts = available or all_partitions

@@ -8,7 +8,6 @@ accumulator and the sender task.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import warnings
@@ -113,13 +112,17 @@ class AIOKafkaProducer:
             client_id = f"aiokafka-lite-producer-{AIOKafkaProducer._client_seq}"
         sasl = "SASL" in security_protocol
         self.client = KafkaClient(
-            bootstrap_servers=bootstrap_servers, client_id=client_id,
-            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,
             connections_max_idle_ms=connections_max_idle_ms,
-            security_protocol=security_protocol, ssl_context=ssl_context,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
             sasl_mechanism=sasl_mechanism if sasl else None,
-            sasl_plain_username=sasl_plain_username, sasl_plain_password=sasl_plain_password,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
         )
         self._acks = acks
         self._key_serializer = key_serializer
@@ -136,18 +139,31 @@ class AIOKafkaProducer:
         self._txn: TransactionManager | None = None
         if enable_idempotence:
             self._txn = TransactionManager(
-                self.client, transactional_id=transactional_id,
+                self.client,
+                transactional_id=transactional_id,
                 transaction_timeout_ms=transaction_timeout_ms,
-                retry_backoff_ms=retry_backoff_ms, max_block_ms=max_block_ms)
+                retry_backoff_ms=retry_backoff_ms,
+                max_block_ms=max_block_ms,
+            )
         self._acc = Accumulator(
-            batch_size=max_batch_size, buffer_memory=buffer_memory, linger_ms=linger_ms,
-            delivery_timeout_ms=delivery_timeout_ms, compression_type=codec,
-            max_block_ms=max_block_ms, transactional=transactional_id is not None)
+            batch_size=max_batch_size,
+            buffer_memory=buffer_memory,
+            linger_ms=linger_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            compression_type=codec,
+            max_block_ms=max_block_ms,
+            transactional=transactional_id is not None,
+        )
         self._sender = Sender(
-            self.client, self._acc, acks=acks, request_timeout_ms=request_timeout_ms,
+            self.client,
+            self._acc,
+            acks=acks,
+            request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             max_in_flight=max_in_flight_requests_per_connection,
-            max_request_size=max_request_size, txn=self._txn)
+            max_request_size=max_request_size,
+            txn=self._txn,
+        )
         if self._txn is not None and self._txn.transactional:
             self._acc.fail_hook = self._txn.set_error
         self._acc_open = self._acc.open
@@ -158,8 +174,7 @@ class AIOKafkaProducer:
 
     def _update_gate(self) -> None:
         txn = self._txn
-        self._gated = (self._closed or not self._started
-                       or (txn is not None and txn.transactional))
+        self._gated = self._closed or not self._started or (txn is not None and txn.transactional)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -239,8 +254,13 @@ class AIOKafkaProducer:
     # ---- sending ---------------------------------------------------------------------------
 
     async def send(
-        self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-        timestamp_ms: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> RecordHandle:
         """Queue one record; returns a future-like resolving to its :class:`RecordMetadata`.
 
@@ -259,8 +279,11 @@ class AIOKafkaProducer:
         if headers is None:
             headers = ()
         guard = self._size_guard
-        if headers or (value is not None and len(value) > guard) or (
-                key is not None and len(key) > guard):
+        if (
+            headers
+            or (value is not None and len(value) > guard)
+            or (key is not None and len(key) > guard)
+        ):
             self._check_size(key, value, headers)
         sticky = None
         if partition is None:
@@ -273,7 +296,8 @@ class AIOKafkaProducer:
                 partition = self._partitioner(key, parts[0], parts[1])
         elif partition not in parts[2]:
             raise Errors.IllegalArgumentError(
-                f"partition {partition} of topic {topic!r} does not exist")
+                f"partition {partition} of topic {topic!r} does not exist"
+            )
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         # fast path: the partition's open batch has room (see Accumulator.try_append)
         opened = self._acc_open.get(topic)
@@ -282,16 +306,19 @@ class AIOKafkaProducer:
             if batch is not None:
                 idx = batch.builder.append(ts, key, value, headers)
                 if idx is not None:
-                    return _new_handle(RecordHandle, (batch, idx, ts))  # type: ignore[no-any-return]
-        handle = await self._acc.append(topic, partition, ts, key, value, headers)  # type: ignore[arg-type]
+                    return _new_handle(RecordHandle, (batch, idx, ts))
+        handle = await self._acc.append(topic, partition, ts, key, value, headers)
         if sticky is not None and sticky[1] is None:
             sticky[1] = handle[0]
         return handle
 
     def _check_gate(self) -> None:
         if self._closed or not self._started:
-            raise (Errors.ProducerClosed("producer is stopped") if self._closed
-                   else Errors.IllegalStateError("producer is not started: call start()"))
+            raise (
+                Errors.ProducerClosed("producer is stopped")
+                if self._closed
+                else Errors.IllegalStateError("producer is not started: call start()")
+            )
         txn = self._txn
         if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
             txn.raise_if_fatal()
@@ -302,29 +329,42 @@ class AIOKafkaProducer:
         if size > self._max_request_size:
             raise Errors.MessageSizeTooLargeError(
                 f"the record is {size} bytes when serialized, larger than "
-                f"max_request_size={self._max_request_size}")
+                f"max_request_size={self._max_request_size}"
+            )
 
-    def _new_sticky(self, topic: str, old: list[Any] | None,
-                    parts: tuple[list[int], list[int], frozenset[int]]) -> list[Any]:
+    def _new_sticky(
+        self, topic: str, old: list[Any] | None, parts: tuple[list[int], list[int], frozenset[int]]
+    ) -> list[Any]:
         assert self._sticky is not None
         prev = old[0] if old is not None else None
-        sticky = self._sticky_state[topic] = [self._sticky.choose(topic, parts[0], parts[1], prev), None]
+        sticky = self._sticky_state[topic] = [
+            self._sticky.choose(topic, parts[0], parts[1], prev),
+            None,
+        ]
         return sticky
 
     async def send_and_wait(
-        self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-        timestamp_ms: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
         handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
-        return await handle
+        md: RecordMetadata = await handle
+        return md
 
     def create_batch(self) -> BatchBuilder:
         """An empty :class:`BatchBuilder` to fill and pass to :meth:`send_batch`."""
         txn = self._txn
         builder = RecordBatchBuilder(
-            self._codec, batch_size=self._batch_size,
-            is_transactional=txn is not None and txn.transactional)
+            self._codec,
+            batch_size=self._batch_size,
+            is_transactional=txn is not None and txn.transactional,
+        )
         return BatchBuilder(builder, self._batch_size, self._key_serializer, self._value_serializer)
 
     async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> RecordHandle:
@@ -334,10 +374,12 @@ class AIOKafkaProducer:
         parts = await self._partitions(topic)
         if partition not in parts[2]:
             raise Errors.IllegalArgumentError(
-                f"partition {partition} of topic {topic!r} does not exist")
+                f"partition {partition} of topic {topic!r} does not exist"
+            )
         if batch.size() > self._max_request_size:
             raise Errors.MessageSizeTooLargeError(
-                f"the batch is {batch.size()} bytes, larger than max_request_size")
+                f"the batch is {batch.size()} bytes, larger than max_request_size"
+            )
         return await self._acc.add_user_batch(batch, topic, partition)
 
     # ---- transactions ----------------------------------------------------------------------
@@ -346,7 +388,8 @@ class AIOKafkaProducer:
         txn = self._txn
         if txn is None or not txn.transactional:
             raise Errors.IllegalOperation(
-                "You need to configure transaction_id to use transactions")
+                "You need to configure transaction_id to use transactions"
+            )
         txn.raise_if_fatal()
         return txn
 
@@ -380,11 +423,16 @@ class AIOKafkaProducer:
     async def abort_transaction(self) -> None:
         """Abort the current transaction: unsent records fail, sent ones are discarded."""
         txn = self._transactional()
-        if txn.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR,
-                             TxnState.COMMITTING):
+        if txn.state not in (
+            TxnState.IN_TRANSACTION,
+            TxnState.ABORTABLE_ERROR,
+            TxnState.COMMITTING,
+        ):
             raise Errors.IllegalOperation(f"cannot abort in state {txn.state.value}")
         txn.state = TxnState.ABORTING
-        self._acc.abort_undrained(Errors.KafkaError("transaction aborted before the record was sent"))
+        self._acc.abort_undrained(
+            Errors.KafkaError("transaction aborted before the record was sent")
+        )
         # wait for what is already in flight
         await self._acc.flush(self._delivery_timeout_ms / 1000)
         await txn.end(commit=False)

@@ -39,8 +39,15 @@ class Sender:
     """Background task moving batches from the accumulator to the brokers."""
 
     def __init__(
-        self, client: Any, acc: Accumulator, *, acks: int, request_timeout_ms: int,
-        retry_backoff_ms: int, max_in_flight: int, max_request_size: int,
+        self,
+        client: Any,
+        acc: Accumulator,
+        *,
+        acks: int,
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+        max_in_flight: int,
+        max_request_size: int,
         txn: TransactionManager | None,
     ) -> None:
         self.client = client
@@ -68,7 +75,9 @@ class Sender:
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="aiokafka_lite-sender")
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name="aiokafka_lite-sender"
+        )
 
     def wakeup(self) -> None:
         """Make the loop run once more soon (cheap; called on batch open/seal)."""
@@ -132,7 +141,9 @@ class Sender:
             if nxt is None and not acc.has_unsent() and not self._closing:
                 timer = None  # idle: a new batch or a response wakes us
             else:
-                wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - time.monotonic()))
+                wait = (
+                    _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - time.monotonic()))
+                )
                 timer = loop.call_later(wait, _wake_future, fut)
             try:
                 await fut
@@ -162,7 +173,11 @@ class Sender:
                 self.wakeup()
                 return False
         leader = self.client.cluster.leader_for_partition(tp)
-        if leader is None or leader < 0 or self._node_in_flight.get(leader, 0) >= self.max_in_flight:
+        if (
+            leader is None
+            or leader < 0
+            or self._node_in_flight.get(leader, 0) >= self.max_in_flight
+        ):
             self.wakeup()
             return False
         self.acc._seal(batch, wake=False)
@@ -180,8 +195,11 @@ class Sender:
             await txn.init_producer_id()
         if self._bump_needed and not self._requests:
             await self._bump_epoch()
-        if txn.transactional and txn.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING,
-                                               TxnState.ABORTING):
+        if txn.transactional and txn.state in (
+            TxnState.IN_TRANSACTION,
+            TxnState.COMMITTING,
+            TxnState.ABORTING,
+        ):
             new = [tp for tp, dq in self.acc.pending.items() if dq and tp not in txn.partitions]
             if new:
                 try:
@@ -255,8 +273,11 @@ class Sender:
             except Exception as exc:  # encoding/compression failed: fail this batch only
                 log.exception("cannot encode a batch for %s", tp)
                 dq.popleft()
-                err = exc if isinstance(exc, Errors.KafkaError) else Errors.KafkaError(
-                    f"cannot encode record batch: {exc!r}")
+                err = (
+                    exc
+                    if isinstance(exc, Errors.KafkaError)
+                    else Errors.KafkaError(f"cannot encode record batch: {exc!r}")
+                )
                 self.acc.fail(batch, err)
                 continue
             lst = by_node.get(leader)
@@ -297,7 +318,8 @@ class Sender:
         txn = self.txn
         req = m.ProduceRequest(
             transactional_id=txn.transactional_id if txn is not None else None,
-            acks=self.acks, timeout_ms=self.request_timeout_ms,
+            acks=self.acks,
+            timeout_ms=self.request_timeout_ms,
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
         )
         try:
@@ -331,7 +353,9 @@ class Sender:
                 self.wakeup()  # a slot freed up for queued batches
 
     def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
-        if exc.retriable or isinstance(exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)):
+        if exc.retriable or isinstance(
+            exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+        ):
             self.client.request_update()
         now = time.monotonic()
         for b in batches:
@@ -339,7 +363,8 @@ class Sender:
 
     def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
         retriable = getattr(exc, "retriable", False) or isinstance(
-            exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError))
+            exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+        )
         if retriable and not self._force_close and now + self.retry_backoff < batch.deadline:
             self.acc.requeue(batch, now + self.retry_backoff)
         else:
@@ -357,12 +382,15 @@ class Sender:
         for b in batches:
             part = results.get((b.tp.topic, b.tp.partition))
             if part is None:
-                self._retry_or_fail(b, Errors.KafkaProtocolError(
-                    f"produce response has no result for {b.tp}"), now)
+                self._retry_or_fail(
+                    b, Errors.KafkaProtocolError(f"produce response has no result for {b.tp}"), now
+                )
                 continue
             code = part.error_code
             if code == 0 or code == _DUPLICATE_SEQUENCE:
-                self.acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)
+                self.acc.complete(
+                    b, part.base_offset, part.log_append_time_ms, part.log_start_offset
+                )
                 continue
             err_cls = Errors.for_code(code)
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
@@ -383,8 +411,11 @@ class Sender:
             txn.set_error(exc)
             self.acc.fail(batch, exc)
             return
-        earlier = any(o.tp == batch.tp and 0 <= o.sequence < batch.sequence
-                      for o in self.acc.incomplete if o is not batch)
+        earlier = any(
+            o.tp == batch.tp and 0 <= o.sequence < batch.sequence
+            for o in self.acc.incomplete
+            if o is not batch
+        )
         if not earlier:
             self._bump_needed = True
         if now + self.retry_backoff < batch.deadline and not self._force_close:

@@ -27,14 +27,18 @@ __all__ = ["TransactionManager", "TxnState"]
 log = logging.getLogger(__name__)
 
 _FATAL = (
-    Errors.ProducerFenced, Errors.InvalidProducerEpoch, Errors.TransactionalIdAuthorizationFailed,
-    Errors.InvalidProducerIdMapping, Errors.TransactionCoordinatorFenced,
-    Errors.UnsupportedVersionError, Errors.ClusterAuthorizationFailedError,
+    Errors.ProducerFenced,
+    Errors.InvalidProducerEpoch,
+    Errors.TransactionalIdAuthorizationFailed,
+    Errors.InvalidProducerIdMapping,
+    Errors.TransactionCoordinatorFenced,
+    Errors.UnsupportedVersionError,
+    Errors.ClusterAuthorizationFailedError,
 )
 _COORDINATOR_MOVED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
-class _AddPartitionsToTxnV3(m.AddPartitionsToTxnRequest):  # type: ignore[misc,valid-type]
+class _AddPartitionsToTxnV3(m.AddPartitionsToTxnRequest):  # type: ignore[misc]
     """AddPartitionsToTxn capped at v3: v4+ (batched, VerifyOnly) are broker-to-broker only."""
 
     MAX_VERSION = 3
@@ -54,8 +58,13 @@ class TransactionManager:
     """Producer identity plus, with a transactional id, the transaction protocol."""
 
     def __init__(
-        self, client: Any, *, transactional_id: str | None, transaction_timeout_ms: int,
-        retry_backoff_ms: int, max_block_ms: int,
+        self,
+        client: Any,
+        *,
+        transactional_id: str | None,
+        transaction_timeout_ms: int,
+        retry_backoff_ms: int,
+        max_block_ms: int,
     ) -> None:
         self.client = client
         self.transactional_id = transactional_id
@@ -112,7 +121,8 @@ class TransactionManager:
             if not self.client.supports(m.InitProducerIdRequest, 3):
                 raise Errors.IncompatibleBrokerVersion(
                     "idempotent/transactional producing needs InitProducerId v3 or newer, "
-                    "which this broker does not support")
+                    "which this broker does not support"
+                )
             req = m.InitProducerIdRequest(
                 transactional_id=self.transactional_id,
                 transaction_timeout_ms=self.transaction_timeout_ms,
@@ -146,8 +156,10 @@ class TransactionManager:
         by_topic: dict[str, list[int]] = {}
         for tp in new:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        topics = [m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                  for t, ps in by_topic.items()]
+        topics = [
+            m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ]
         req = _AddPartitionsToTxnV3(
             v3_and_below_transactional_id=self.transactional_id,
             v3_and_below_producer_id=self.producer_id,
@@ -175,8 +187,11 @@ class TransactionManager:
     ) -> None:
         """AddOffsetsToTxn to the txn coordinator, then TxnOffsetCommit to the group coordinator."""
         req = m.AddOffsetsToTxnRequest(
-            transactional_id=self.transactional_id, producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch, group_id=group_id)
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            group_id=group_id,
+        )
         await self._coordinator_request(req, lambda r: r.error_code)
         self.offsets_added = True
         by_topic: dict[str, list[Any]] = {}
@@ -184,14 +199,25 @@ class TransactionManager:
             off, meta = (om, "") if isinstance(om, int) else (om.offset, om.metadata)
             by_topic.setdefault(tp.topic, []).append(
                 m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
-                    partition_index=tp.partition, committed_offset=off,
-                    committed_leader_epoch=-1, committed_metadata=meta))
+                    partition_index=tp.partition,
+                    committed_offset=off,
+                    committed_leader_epoch=-1,
+                    committed_metadata=meta,
+                )
+            )
         commit = m.TxnOffsetCommitRequest(
-            transactional_id=self.transactional_id, group_id=group_id,
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            generation_id=-1, member_id="", group_instance_id=None,
-            topics=[m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
-                    for t, ps in by_topic.items()])
+            transactional_id=self.transactional_id,
+            group_id=group_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
 
         def commit_error(resp: Any) -> int:
             for topic in resp.topics:
@@ -206,8 +232,11 @@ class TransactionManager:
         """EndTxn (skipped when nothing was added to the transaction)."""
         if self.partitions or self.offsets_added:
             req = m.EndTxnRequest(
-                transactional_id=self.transactional_id, producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch, committed=commit)
+                transactional_id=self.transactional_id,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                committed=commit,
+            )
             await self._coordinator_request(req, lambda r: r.error_code)
         self.partitions.clear()
         self.offsets_added = False
@@ -259,6 +288,6 @@ class TransactionManager:
                 # CONCURRENT_TRANSACTIONS clears quickly: a short pause is enough
                 await asyncio.sleep(0.02 if code == 51 else self.retry_backoff)
                 continue
-            exc = err_cls(f"{type(req).__name__} failed")
-            self.set_error(exc)
-            raise exc
+            failure = err_cls(f"{type(req).__name__} failed")
+            self.set_error(failure)
+            raise failure
