@@ -223,3 +223,18 @@ async def test_idempotent_10k_in_order_no_duplicates(kafka_bootstrap: str, new_t
     for p in (0, 1):
         vals = [int(r.value) for r in got if r.partition == p]
         assert vals == list(range(p, n, 2))
+
+
+async def test_bad_value_type_leaves_producer_usable(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap) as producer:
+        with pytest.raises(TypeError):
+            await producer.send(topic, "not bytes", partition=0)  # type: ignore[arg-type]
+        with pytest.raises(Errors.IllegalArgumentError):
+            await producer.send_batch(producer.create_batch(), topic, partition=0)
+        assert producer._acc.pool.used == 0
+        md = await producer.send_and_wait(topic, b"ok", partition=0)
+        assert md.offset == 0
+        await producer.flush(timeout=10)
+    got = await read_back(kafka_bootstrap, topic, 1)
+    assert [r.value for r in got] == [b"ok"]

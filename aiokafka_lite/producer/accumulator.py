@@ -374,10 +374,15 @@ class Accumulator:
                 pool.release(size)
                 return handle
         batch = self._new_batch(topic, partition, size)
-        idx = batch.builder.append(ts, key, value, headers)
-        if idx is None:  # cannot happen for a first record; be safe
-            self._fail_batch(batch, KafkaError("record could not be added to an empty batch"))
-            raise KafkaError("record could not be added to an empty batch")
+        try:
+            idx = batch.builder.append(ts, key, value, headers)
+            if idx is None:  # cannot happen for a first record; be safe
+                raise KafkaError("record could not be added to an empty batch")
+        except BaseException:  # e.g. TypeError for a str value: undo the empty batch
+            del self.open[topic][partition]
+            batch.sealed = True
+            self._release(batch)
+            raise
         batch.first_ts = ts
         if self.send_now is not None:
             self.send_now(batch)

@@ -376,6 +376,8 @@ class AIOKafkaProducer:
             raise Errors.IllegalArgumentError(
                 f"partition {partition} of topic {topic!r} does not exist"
             )
+        if not batch.record_count():
+            raise Errors.IllegalArgumentError("cannot send an empty batch")
         if batch.size() > self._max_request_size:
             raise Errors.MessageSizeTooLargeError(
                 f"the batch is {batch.size()} bytes, larger than max_request_size"

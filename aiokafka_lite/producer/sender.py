@@ -78,6 +78,22 @@ class Sender:
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name="aiokafka_lite-sender"
         )
+        self._task.add_done_callback(self._on_task_done)
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        """If the loop ever dies, fail every record instead of leaving futures hanging."""
+        if task.cancelled() or task.exception() is None:
+            if not self._closing:
+                self._closing = True
+                err: Errors.KafkaError = Errors.ProducerClosed("sender task stopped")
+            else:
+                return
+        else:
+            err = Errors.KafkaError(f"sender task crashed: {task.exception()!r}")
+        self._closing = True
+        self.acc.closed_error = err
+        self.acc.abort_undrained(err)
+        self.acc.pool.fail_waiters(err)
 
     def wakeup(self) -> None:
         """Make the loop run once more soon (cheap; called on batch open/seal)."""
@@ -121,15 +137,19 @@ class Sender:
         while True:
             self._woken = False
             now = time.monotonic()
-            nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
-            acc.expire(now)
+            nxt = None
             try:
+                nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+                acc.expire(now)
                 if self.idempotent:
                     await self._prepare_idempotence()
                 retry_at = self._drain(now)
             except Exception as exc:  # never let the loop die silently
-                log.exception("sender loop error")
-                self._fail_pending(exc)
+                if _is_retriable(exc):  # e.g. InitProducerId while the broker is away
+                    log.warning("sender: %r; retrying", exc)
+                else:
+                    log.exception("sender loop error")
+                    self._fail_pending(exc)
                 retry_at = now + self.retry_backoff
             if retry_at is not None and (nxt is None or retry_at < nxt):
                 nxt = retry_at
@@ -422,6 +442,12 @@ class Sender:
             self.acc.requeue(batch, now + self.retry_backoff)
         else:
             self.acc.fail(batch, exc)
+
+
+def _is_retriable(exc: BaseException) -> bool:
+    return bool(getattr(exc, "retriable", False)) or isinstance(
+        exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+    )
 
 
 def _wake_future(fut: asyncio.Future[None]) -> None:
