@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,8 +28,10 @@ from aiokafka_lite.spark._options import EARLIEST, LATEST, KafkaOptions
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
+    "SSL_OPTIONS",
     "OffsetRange",
     "PlanningClient",
+    "check_client_options",
     "client_kwargs",
     "plan_batch",
     "split_ranges",
@@ -53,12 +56,45 @@ class OffsetRange:
         return max(0, self.end - self.start)
 
 
+#: ``kafka.ssl.*`` options turned into an ``ssl_context`` (an SSLContext cannot be pickled, so
+#: it is built where the client is created).
+SSL_OPTIONS = ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname")
+
+
+def _ssl_context(client: dict[str, Any]) -> ssl.SSLContext | None:
+    if not any(k in client for k in SSL_OPTIONS):
+        return None
+    ctx = ssl.create_default_context(cafile=client.get("ssl_cafile"))
+    if client.get("ssl_certfile"):
+        ctx.load_cert_chain(client["ssl_certfile"], client.get("ssl_keyfile"), client.get("ssl_password"))
+    if client.get("ssl_check_hostname") is False:
+        ctx.check_hostname = False
+    return ctx
+
+
+def check_client_options(options: KafkaOptions) -> None:
+    """Refuse ``kafka.*`` options no client understands (a typo would otherwise be ignored)."""
+    from aiokafka_lite.consumer import AIOKafkaConsumer
+    from aiokafka_lite.producer import AIOKafkaProducer
+
+    known = set(SSL_OPTIONS)
+    for cls in (KafkaClient, AIOKafkaConsumer, AIOKafkaProducer):
+        known.update(inspect.signature(cls).parameters)
+    unknown = sorted(k for k in options.client if k not in known)
+    if unknown:
+        names = ", ".join("kafka." + k.replace("_", ".") for k in unknown)
+        raise Errors.IllegalArgumentError(f"unknown Kafka option(s): {names}")
+
+
 def client_kwargs(target: Any, options: KafkaOptions, **extra: Any) -> dict[str, Any]:
     """Keyword arguments for ``target`` (a client class): bootstrap, the ``kafka.*`` options it
-    accepts, then ``extra`` (which wins)."""
+    accepts, an ``ssl_context`` built from ``kafka.ssl.*`` files, then ``extra`` (which wins)."""
     accepted = set(inspect.signature(target).parameters)
     kw: dict[str, Any] = {"bootstrap_servers": options.bootstrap_servers}
     kw.update({k: v for k, v in options.client.items() if k in accepted})
+    ctx = _ssl_context(options.client)
+    if ctx is not None and "ssl_context" in accepted:
+        kw["ssl_context"] = ctx
     kw.update(extra)
     return kw
 

@@ -15,6 +15,8 @@ lower case; they are matched case-insensitively here too):
 * ``kafka.<java.config.name>``: passed to the producer/consumer as the keyword argument of the
   same meaning (``kafka.compression.type`` -> ``compression_type``, ``kafka.batch.size`` ->
   ``max_batch_size``, ...). Numbers and ``true``/``false`` are converted. Options that would
+  ``kafka.ssl.cafile`` / ``certfile`` / ``keyfile`` / ``password`` (PEM files, read where the
+  client is created) make the TLS context. Unknown names are refused. Options that would
   break the data source's own offset handling (``group.id``, ``auto.offset.reset``,
   ``enable.auto.commit``, (de)serializers) are refused, as Spark does.
 """

@@ -50,7 +50,13 @@ from pyspark.sql.types import StructType
 
 from aiokafka_lite import sync
 from aiokafka_lite.spark._io import read_range, read_schema_ddl, write_batches
-from aiokafka_lite.spark._offsets import OffsetRange, PlanningClient, plan_batch, split_ranges
+from aiokafka_lite.spark._offsets import (
+    OffsetRange,
+    PlanningClient,
+    check_client_options,
+    plan_batch,
+    split_ranges,
+)
 from aiokafka_lite.spark._options import EARLIEST, KafkaOptions, parse_options
 from aiokafka_lite.structs import TopicPartition
 
@@ -284,6 +290,7 @@ class KafkaDataSource(DataSource):
 
     def _parse(self, streaming: bool, *, read: bool) -> KafkaOptions:
         opts = parse_options(self.options, streaming=streaming)
+        check_client_options(opts)
         if read and not opts.has_source():
             raise ValueError("give exactly one of the options 'subscribe', 'subscribePattern', 'assign'")
         return opts
