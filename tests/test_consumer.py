@@ -109,6 +109,16 @@ async def test_max_poll_records_and_prefetch_bound(kafka_bootstrap: str, new_top
         max_partition_fetch_bytes=2048,
     )
     await consumer.start()
+    fetcher = consumer._fetcher
+    assert fetcher is not None
+    requests: list[tuple[TopicPartition, int, bool]] = []
+    build = fetcher._fetch_request
+
+    def spy(positions: Any) -> Any:  # record every fetch: partition, offset, data still buffered?
+        requests.extend((tp, off, tp in fetcher._buffers) for tp, off in positions.items())
+        return build(positions)
+
+    fetcher._fetch_request = spy  # type: ignore[method-assign]
     try:
         consumer.assign(tps)
         seen: dict[int, list[int]] = {0: [], 1: []}
@@ -117,12 +127,16 @@ async def test_max_poll_records_and_prefetch_bound(kafka_bootstrap: str, new_top
             assert batch, "no records within 2 s"
             assert sum(len(v) for v in batch.values()) <= 7
             # prefetch keeps at most one buffered response per partition
-            fetcher = consumer._fetcher
-            assert fetcher is not None
             assert len(fetcher._buffers) <= 2 and set(fetcher._buffers) <= set(tps)
             for tp, recs in batch.items():
                 seen[tp.partition].extend(r.offset for r in recs)
         assert seen == {0: list(range(200)), 1: list(range(200))}
+        # never refetched while data was waiting (a first batch larger than
+        # max_partition_fetch_bytes still comes whole, so one fetch may be all)
+        assert requests and not any(buffered for _, _, buffered in requests)
+        for tp in tps:
+            offsets = [off for t, off, _ in requests if t == tp]
+            assert offsets and offsets == sorted(offsets) and offsets[0] == 0
         batch = await consumer.getmany(timeout_ms=0, max_records=3)
         assert batch == {}
     finally:
