@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiokafka_lite.errors import KafkaError, KafkaTimeoutError
 from aiokafka_lite.producer.memory import MemoryPool
@@ -219,19 +219,17 @@ class _HandleExtra:
 _new_handle = tuple.__new__
 
 
-class BatchRecordMetadata:
-    """What :meth:`BatchBuilder.append` returns: the record's offset inside the batch."""
+class BatchRecordMetadata(NamedTuple):
+    """What :meth:`BatchBuilder.append` returns: the record's offset inside the batch, its
+    timestamp (epoch ms) and encoded size; ``crc`` is always None (v2 batches have one CRC)."""
 
-    __slots__ = ("offset", "timestamp", "size", "crc")
+    offset: int
+    timestamp: int
+    size: int
 
-    def __init__(self, offset: int, timestamp: int, size: int) -> None:
-        self.offset = offset
-        self.timestamp = timestamp
-        self.size = size
-        self.crc = None
-
-    def __repr__(self) -> str:
-        return f"BatchRecordMetadata(offset={self.offset}, timestamp={self.timestamp}, size={self.size})"
+    @property
+    def crc(self) -> None:
+        return None
 
 
 class BatchBuilder:
@@ -248,8 +246,6 @@ class BatchBuilder:
         self._batch_size = batch_size
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._count = 0
-        self._size = _BATCH_OVERHEAD
         self._closed = False
         self._first_ts: int | None = None
 
@@ -268,17 +264,16 @@ class BatchBuilder:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
-        est = estimate_record_size(key, value, headers)
-        idx = self._builder.append(ts, key, value, headers or ())
+        ts = _time_ns() // 1000000 if timestamp is None else int(timestamp)
+        builder = self._builder
+        before = builder.size_in_bytes()
+        idx = builder.append(ts, key, value, headers or ())
         if idx is None:
             self._closed = True
             return None
-        if self._first_ts is None:
+        if not idx:
             self._first_ts = ts
-        self._count += 1
-        self._size += est
-        return BatchRecordMetadata(idx, ts, est)
+        return _new_meta(BatchRecordMetadata, (idx, ts, builder.size_in_bytes() - before))
 
     def close(self) -> None:
         """Refuse further appends (the batch may still be submitted)."""
@@ -286,11 +281,15 @@ class BatchBuilder:
 
     def record_count(self) -> int:
         """Number of records appended."""
-        return self._count
+        return int(self._builder.record_count)
 
     def size(self) -> int:
-        """Estimated encoded size in bytes."""
-        return self._size
+        """Encoded (uncompressed) size in bytes, batch header included."""
+        return int(self._builder.size_in_bytes())
+
+
+_new_meta = tuple.__new__
+_time_ns = time.time_ns
 
 
 class Accumulator:

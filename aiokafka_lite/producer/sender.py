@@ -369,8 +369,30 @@ class Sender:
                     self._tp_in_flight[b.tp] = n
                 else:
                     self._tp_in_flight.pop(b.tp, None)
-            if self._closing or self._bump_needed or self.acc.has_unsent():
-                self.wakeup()  # a slot freed up for queued batches
+            if self.acc.has_unsent() or self._closing or self._bump_needed:
+                self._kick()  # a slot freed up for queued batches
+
+    def _kick(self) -> None:
+        """Drain right away from a finished request instead of waking the sender loop first
+        (one event-loop hop less between a response and the next request)."""
+        txn = self.txn
+        if (
+            self._closing
+            or self._bump_needed
+            or self._task is None
+            or (txn is not None and (txn.transactional or not txn.has_pid))
+        ):
+            self.wakeup()
+            return
+        acc = self.acc
+        now = time.monotonic()
+        try:
+            acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+            self._drain(now)
+        except Exception:  # the loop will retry and report
+            log.debug("direct drain failed", exc_info=True)
+        if acc.has_unsent():
+            self.wakeup()  # timers (linger, backoff) belong to the loop
 
     def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
         if exc.retriable or isinstance(
