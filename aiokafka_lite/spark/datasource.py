@@ -199,6 +199,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: KafkaOptions) -> None:
         self.options = options
         self._target: dict[TopicPartition, int] | None = None
+        self._available: JsonOffsets | None = None
 
     def _bounds(self) -> dict[TopicPartition, tuple[int, int]]:
         """``{tp: (log start, end)}`` of every partition the options name, right now."""
@@ -238,6 +239,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = _from_json(start)
         bounds = self._bounds()
         latest = {tp: end for tp, (_, end) in bounds.items()}
+        self._available = _to_json(latest)
         if self._target is not None:
             latest = {tp: min(end, self._target.get(tp, bounds[tp][0])) for tp, end in latest.items()}
         for tp, off in begin.items():  # a partition never moves backwards in the offsets log
@@ -265,8 +267,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(partition)
 
     def reportLatestOffset(self) -> JsonOffsets | None:
-        """The available end of every partition (for the query's progress report)."""
-        return _to_json({tp: end for tp, (_, end) in self._bounds().items()})
+        """The available end of every partition (for the query's progress report), as seen by
+        the last :meth:`latestOffset` call (no extra round trip)."""
+        if self._available is None:
+            self._available = _to_json({tp: end for tp, (_, end) in self._bounds().items()})
+        return self._available
 
     def commit(self, end: JsonOffsets) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, never in a Kafka group."""
