@@ -289,3 +289,24 @@ async def test_subscribe_without_group_takes_every_partition(
         c.unsubscribe()
         c.assign([TopicPartition(topic, 0)])
         assert c.assignment() == {TopicPartition(topic, 0)}
+
+
+async def test_stop_wakes_a_waiting_getone(kafka_bootstrap: str, new_topic: Any) -> None:
+    topic = await new_topic(partitions=1)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="latest")
+    await c.start()
+    c.assign([TopicPartition(topic, 0)])
+
+    async def iterate() -> int:
+        n = 0
+        async for _ in c:
+            n += 1
+        return n
+
+    waiter = asyncio.create_task(c.getone())
+    looper = asyncio.create_task(iterate())
+    await asyncio.sleep(0.5)
+    await asyncio.wait_for(c.stop(), 10)
+    with pytest.raises(Errors.ConsumerStoppedError):
+        await asyncio.wait_for(waiter, 5)
+    assert await asyncio.wait_for(looper, 5) == 0  # async for just ends
