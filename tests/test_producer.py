@@ -238,3 +238,22 @@ async def test_bad_value_type_leaves_producer_usable(kafka_bootstrap: str, new_t
         await producer.flush(timeout=10)
     got = await read_back(kafka_bootstrap, topic, 1)
     assert [r.value for r in got] == [b"ok"]
+
+
+async def test_concurrent_send_and_wait_from_many_tasks(kafka_bootstrap: str, new_topic) -> None:
+    """Web-app pattern: many tasks share one producer (linger 0); every record lands once."""
+    topic = await new_topic(partitions=2)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap) as producer:
+
+        async def worker(w: int) -> list[RecordMetadata]:
+            return [
+                await producer.send_and_wait(topic, b"%d-%d" % (w, i), key=b"%d" % w)
+                for i in range(20)
+            ]
+
+        results = await asyncio.wait_for(asyncio.gather(*(worker(w) for w in range(50))), 60)
+    seen = {(md.partition, md.offset) for mds in results for md in mds}
+    assert len(seen) == 1000  # no two records share an offset
+    for mds in results:  # per key (hence per partition), offsets increase in send order
+        offs = [md.offset for md in mds]
+        assert offs == sorted(offs) and len({md.partition for md in mds}) == 1

@@ -8,6 +8,7 @@ accumulator and the sender task.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import warnings
@@ -295,9 +296,7 @@ class AIOKafkaProducer:
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
         elif partition not in parts[2]:
-            raise Errors.IllegalArgumentError(
-                f"partition {partition} of topic {topic!r} does not exist"
-            )
+            parts = await self._unknown_partition(topic, partition)
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         # fast path: the partition's open batch has room (see Accumulator.try_append)
         opened = self._acc_open.get(topic)
@@ -311,6 +310,25 @@ class AIOKafkaProducer:
         if sticky is not None and sticky[1] is None:
             sticky[1] = handle[0]
         return handle
+
+    async def _unknown_partition(
+        self, topic: str, partition: int
+    ) -> tuple[list[int], list[int], frozenset[int]]:
+        """One metadata refresh (the topic may have grown), then IllegalArgumentError."""
+        if isinstance(partition, int) and partition >= 0:
+            try:
+                await asyncio.wait_for(
+                    asyncio.shield(self.client.request_update()), self._max_block_ms / 1000
+                )
+            except (asyncio.TimeoutError, Errors.KafkaError):
+                pass
+            self._topic_cache.pop(topic, None)
+            parts = await self._partitions(topic)
+            if partition in parts[2]:
+                return parts
+        raise Errors.IllegalArgumentError(
+            f"partition {partition} of topic {topic!r} does not exist"
+        )
 
     def _check_gate(self) -> None:
         if self._closed or not self._started:
@@ -373,9 +391,7 @@ class AIOKafkaProducer:
         self._check_gate()
         parts = await self._partitions(topic)
         if partition not in parts[2]:
-            raise Errors.IllegalArgumentError(
-                f"partition {partition} of topic {topic!r} does not exist"
-            )
+            await self._unknown_partition(topic, partition)
         if not batch.record_count():
             raise Errors.IllegalArgumentError("cannot send an empty batch")
         if batch.size() > self._max_request_size:
