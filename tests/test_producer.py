@@ -257,3 +257,28 @@ async def test_concurrent_send_and_wait_from_many_tasks(kafka_bootstrap: str, ne
     for mds in results:  # per key (hence per partition), offsets increase in send order
         offs = [md.offset for md in mds]
         assert offs == sorted(offs) and len({md.partition for md in mds}) == 1
+
+
+async def test_idempotent_epoch_bump_keeps_delivering(kafka_bootstrap: str, new_topic) -> None:
+    """KIP-360 path: bump the epoch mid-stream (as on OutOfOrderSequence/UnknownProducerId);
+    sequences restart at 0 under the new epoch and nothing is lost or duplicated."""
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, enable_idempotence=True
+    ) as producer:
+        txn = producer._txn
+        assert txn is not None
+        first = [await producer.send(topic, b"a%d" % i, partition=0) for i in range(300)]
+        await asyncio.gather(*first)
+        pid, epoch = txn.producer_id, txn.producer_epoch
+        producer._sender._bump_needed = True
+        producer._sender.wakeup()
+        second = [await producer.send(topic, b"b%d" % i, partition=0) for i in range(300)]
+        mds = await asyncio.wait_for(asyncio.gather(*second), 30)
+        assert (txn.producer_id, txn.producer_epoch) in ((pid, epoch + 1), (txn.producer_id, 0))
+        assert (txn.producer_id, txn.producer_epoch) != (pid, epoch)
+        assert [md.offset for md in mds] == list(range(300, 600))
+    got = await read_back(kafka_bootstrap, topic, 600)
+    assert [r.value for r in got] == [b"a%d" % i for i in range(300)] + [
+        b"b%d" % i for i in range(300)
+    ]

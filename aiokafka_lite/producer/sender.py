@@ -236,7 +236,15 @@ class Sender:
         txn = self.txn
         assert txn is not None
         self._bump_needed = False
-        await txn.init_producer_id(bump=True)
+        try:
+            await txn.init_producer_id(bump=True)
+        except Errors.KafkaError as exc:
+            if txn.transactional or _is_retriable(exc):
+                raise
+            # some brokers (Tansu) refuse to bump an idempotent producer: take a new id
+            log.info("epoch bump refused (%r): requesting a new producer id", exc)
+            txn.producer_id = txn.producer_epoch = -1
+            await txn.init_producer_id()
         for tp, dq in self.acc.pending.items():
             for batch in dq:
                 if batch.sequence >= 0:
