@@ -8,7 +8,6 @@ per-partition buffers) and :class:`Coordinator` (group membership, commits, init
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -489,9 +488,6 @@ class AIOKafkaConsumer:
     def group_generation(self) -> int:
         """The current group generation id (-1 outside a group)."""
         return self._coordinator.generation if self._coordinator is not None else -1
-
-    def _time(self) -> float:  # pragma: no cover - hook for tests
-        return time.monotonic()
 
 
 Consumer = AIOKafkaConsumer

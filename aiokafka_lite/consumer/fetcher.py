@@ -187,12 +187,6 @@ class Fetcher:
                 raise exc
         self._subs.errors = left
 
-    def has_pending_errors(self) -> bool:
-        """True when drain() would raise."""
-        return self.fatal is not None or any(
-            st.error is not None for st in self._subs.assignment.values()
-        )
-
     async def wait_for_data(self, timeout: float) -> None:
         """Wait until a buffer or an error may be available, at most ``timeout`` seconds."""
         if timeout <= 0:
