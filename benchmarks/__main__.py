@@ -49,7 +49,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--clients", default=",".join(CLIENTS), help="default: %(default)s")
     p.add_argument("--rounds", type=int, default=3, help="default: %(default)s")
     p.add_argument(
-        "--broker", choices=("tansu", "noida"), default="tansu", help="default: %(default)s"
+        "--broker", choices=("tansu", "noida"), default="noida", help="default: %(default)s"
     )
     p.add_argument(
         "-b", "--bootstrap", default=None, help="use this broker instead of an embedded one"

@@ -54,7 +54,9 @@ class BenchOptions:
     api: str = "send"
     rounds: int = 1
     bootstrap: str | None = None
-    broker_kind: str = "tansu"
+    broker_kind: str = (
+        "noida"  # Tansu never wakes a waiting fetch: roundtrip latency = its max wait
+    )
     timeout_s: float = 300.0
     populate_client: str = "aiokafka_lite"
 

@@ -78,7 +78,8 @@ def run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
 
 def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     producer = _producer(cfg)
-    _warmup(cfg, producer)
+    for _ in range(50 if cfg.api == "wait" else 1):
+        _warmup(cfg, producer)
     values = value_pool(cfg.size)
     topic = cfg.topic
     perf = time.perf_counter
@@ -176,7 +177,12 @@ def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         try:
             unpack = _STAMP.unpack_from
             while state["received"] < cfg.records and not stop.is_set():
-                msgs = consumer.consume(num_messages=1000, timeout=0.2)
+                # consume(n, timeout) waits until n messages OR the timeout: for latency take
+                # what is there now, else block in poll() which returns on the first record
+                msgs = consumer.consume(num_messages=1000, timeout=0)
+                if not msgs:
+                    msg = consumer.poll(0.2)
+                    msgs = [msg] if msg is not None else []
                 now = time.perf_counter_ns()
                 for msg in msgs:
                     if msg.error() is not None:

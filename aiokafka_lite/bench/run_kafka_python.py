@@ -60,7 +60,8 @@ def run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
 def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     producer = _producer(cfg)
     try:
-        producer.send(cfg.topic, b"warmup").get(timeout=30)
+        for _ in range(50 if cfg.api == "wait" else 1):
+            producer.send(cfg.topic, b"warmup").get(timeout=30)
         values = value_pool(cfg.size)
         topic = cfg.topic
         perf = time.perf_counter

@@ -58,6 +58,22 @@ def value_pool(size: int, count: int = 256, seed: int = 7) -> list[bytes]:
     return out
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB.
+
+    ``VmHWM`` from /proc when available: ``ru_maxrss`` survives ``execve`` on Linux, so a child
+    would report its parent's peak if that was larger.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def _reporter(progress: Progress, interval: float, stop: threading.Event) -> None:
     out = sys.stdout
     last = -1
@@ -100,7 +116,7 @@ def run_config(cfg: RunConfig, progress: Progress | None = None) -> dict[str, An
         "mb_per_s": nbytes / elapsed / 1e6 if elapsed > 0 else 0.0,
         "errors": progress.errors,
         "first_error": progress.first_error,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "rss_mb": peak_rss_mb(),
         "note": measured.get("note"),
     }
     result.update(latency_summary(progress.latencies))
