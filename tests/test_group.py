@@ -404,3 +404,29 @@ async def test_mixed_group_with_librdkafka(kafka_bootstrap: str, new_topic: Any)
         stop.set()
         await asyncio.to_thread(thread.join, 30)
         await ours.stop()
+
+
+@pytest.mark.skip_broker("tansu", reason="Tansu does not implement CreatePartitions")
+async def test_new_partitions_trigger_a_rebalance(kafka_bootstrap: str, new_topic: Any) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+    topic = await new_topic(partitions=2)
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group_name(),
+        metadata_max_age_ms=300,
+        **FAST,
+    )
+    await c.start()
+    try:
+        await settle([c], {TopicPartition(topic, p) for p in range(2)})
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            await admin.create_partitions({topic: NewPartitions(total_count=4)})
+        finally:
+            await admin.close()
+        await settle([c], {TopicPartition(topic, p) for p in range(4)})
+    finally:
+        await c.stop()
