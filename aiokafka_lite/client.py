@@ -187,6 +187,11 @@ class KafkaClient:
         for conn in conns:
             await conn.wait_closed(timeout=0.5)
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
     async def __aenter__(self) -> KafkaClient:
         await self.start()
         return self
@@ -464,8 +469,10 @@ class KafkaClient:
                 f"connecting to node {node_id} did not finish within {timeout * 1000:.0f} ms"
             ) from None
         except asyncio.CancelledError:
-            if task.cancelled() and not self._closed:
-                raise Errors.KafkaConnectionError(f"connect to node {node_id} cancelled") from None
+            # Only a connect aborted by close() becomes a connection error, and only when this
+            # task itself is not being cancelled: a cancellation must never be swallowed.
+            if self.closed and task.cancelled() and not _being_cancelled():
+                raise Errors.KafkaConnectionError("client closed") from None
             raise
 
     def _connect_done(self, key: tuple[int, str], task: asyncio.Task[BrokerConnection]) -> None:
@@ -631,6 +638,13 @@ class KafkaClient:
         if last is not None:
             raise last
         raise Errors.KafkaTimeoutError(f"FindCoordinator({key!r}) timed out")
+
+
+def _being_cancelled() -> bool:
+    """True if the current task has a pending cancel request (always True before 3.11)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
 
 
 def _now() -> float:

@@ -340,3 +340,52 @@ def test_cluster_metadata_snapshot():
     }
     cluster.update_metadata(R(brokers=[], topics=[]))
     assert cluster.partitions_for_topic("t") is None and cluster.controller is None
+
+
+async def _hang_forever(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.read()  # accept, never answer (not even ApiVersions)
+
+
+@pytest.mark.parametrize("connect_first", [True, False])
+async def test_cancellation_is_never_swallowed(connect_first):
+    """Cancelling a sender stuck in connect ends it, even if the connect task dies first
+    (as when the event loop cancels every task at shutdown)."""
+    server = await asyncio.start_server(_hang_forever, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = KafkaClient(bootstrap_servers=f"127.0.0.1:{port}")
+    client.cluster.update_metadata(_fake_metadata({1: port}))
+
+    async def retry_forever() -> None:
+        while True:
+            try:
+                await client.send(1, m.MetadataRequest(topics=[]))
+            except Errors.KafkaConnectionError:
+                await asyncio.sleep(0)
+
+    try:
+        sender = asyncio.ensure_future(retry_forever())
+        await asyncio.sleep(0.05)
+        connect = client._connecting[(1, "default")]
+        for t in (connect, sender) if connect_first else (sender, connect):
+            t.cancel()
+        done, _ = await asyncio.wait([sender], timeout=2)
+        assert sender in done and sender.cancelled()
+    finally:
+        await client.close()
+        server.close()
+
+
+async def test_close_wakes_senders_waiting_for_connect():
+    server = await asyncio.start_server(_hang_forever, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = KafkaClient(bootstrap_servers=f"127.0.0.1:{port}")
+    client.cluster.update_metadata(_fake_metadata({1: port}))
+    try:
+        sender = asyncio.ensure_future(client.send(1, m.MetadataRequest(topics=[])))
+        await asyncio.sleep(0.05)
+        await client.close()
+        done, _ = await asyncio.wait([sender], timeout=2)
+        assert sender in done
+        assert isinstance(sender.exception(), Errors.KafkaConnectionError)
+    finally:
+        server.close()
