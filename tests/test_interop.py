@@ -16,7 +16,8 @@ from aiokafka_lite import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 3
-BASE_TS = 1_700_000_000_000
+# recent timestamps: a broker's time-based retention may delete records stamped long ago
+BASE_TS = int(time.time() * 1000) - 60_000
 
 Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...], int]
 
