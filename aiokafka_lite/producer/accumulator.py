@@ -317,6 +317,9 @@ class Accumulator:
         self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.wakeup: Callable[[], None] = lambda: None
+        #: a batch just filled up: start its request now; True if one was started
+        self.kick: Callable[[], bool] | None = None
+        self.sealed_full = False
         #: linger 0: called with a new batch after its first record; True if it was sent at once
         self.send_now: Callable[[ProducerBatch], bool] | None = None
         self.closed_error: KafkaError | None = None
@@ -344,6 +347,7 @@ class Accumulator:
                 if idx is not None:
                     return _new_handle(RecordHandle, (batch, idx, ts))
                 self._seal(batch)
+                self.sealed_full = True
         return None
 
     async def append(
@@ -359,6 +363,14 @@ class Accumulator:
         handle = self.try_append(topic, partition, ts, key, value, headers)
         if handle is not None:
             return handle
+        if self.sealed_full:
+            self.sealed_full = False
+            if self.kick is not None and self.kick():
+                # let the new request reach the socket while the caller keeps appending
+                await asyncio.sleep(0)
+                handle = self.try_append(topic, partition, ts, key, value, headers)
+                if handle is not None:
+                    return handle
         size = max(self.batch_size, estimate_record_size(key, value, headers) + _BATCH_OVERHEAD)
         pool = self.pool
         if not pool.try_acquire(size):
@@ -438,6 +450,8 @@ class Accumulator:
         batch.user_batch = True
         self.incomplete.add(batch)
         self._seal(batch)
+        if self.kick is not None and self.kick():
+            await asyncio.sleep(0)  # let the request reach the socket
         return _new_handle(RecordHandle, (batch, 0, batch.first_ts))
 
     # ---- sealing and draining ----------------------------------------------------------------

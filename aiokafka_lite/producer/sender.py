@@ -69,6 +69,7 @@ class Sender:
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         acc.wakeup = self.wakeup
+        acc.kick = self._kick
         if acc.linger == 0 and (txn is None or not txn.transactional):
             acc.send_now = self.send_now
 
@@ -380,9 +381,10 @@ class Sender:
             if self.acc.has_unsent() or self._closing or self._bump_needed:
                 self._kick()  # a slot freed up for queued batches
 
-    def _kick(self) -> None:
-        """Drain right away from a finished request instead of waking the sender loop first
-        (one event-loop hop less between a response and the next request)."""
+    def _kick(self) -> bool:
+        """Drain right away (from a finished request, or from ``send()`` when a batch fills)
+        instead of waking the sender loop first: one event-loop hop less before the next
+        request. Returns True if a request was started."""
         txn = self.txn
         if (
             self._closing
@@ -391,9 +393,10 @@ class Sender:
             or (txn is not None and (txn.transactional or not txn.has_pid))
         ):
             self.wakeup()
-            return
+            return False
         acc = self.acc
         now = time.monotonic()
+        before = len(self._requests)
         try:
             acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
             self._drain(now)
@@ -401,6 +404,7 @@ class Sender:
             log.debug("direct drain failed", exc_info=True)
         if acc.has_unsent():
             self.wakeup()  # timers (linger, backoff) belong to the loop
+        return len(self._requests) > before
 
     def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
         if exc.retriable or isinstance(
