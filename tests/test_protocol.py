@@ -23,7 +23,13 @@ from aiokafka_lite.protocol import (
 )
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.protocol.schema import F, Struct, _within
-from aiokafka_lite.protocol.types import read_uvarint, read_varint, read_varlong, write_uvarint, write_varint
+from aiokafka_lite.protocol.types import (
+    read_uvarint,
+    read_varint,
+    read_varlong,
+    write_uvarint,
+    write_varint,
+)
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -70,8 +76,10 @@ def struct_strategy(cls: type[Struct], version: int, depth: int = 0) -> st.Searc
             nested = getattr(cls, f.struct.name)
             elem: st.SearchStrategy[Any] = struct_strategy(nested, version, depth + 1)
         else:
-            elem = _scalar(f, base, version) if not is_array else _scalar(
-                F(f.name, base, "0+"), base, version
+            elem = (
+                _scalar(f, base, version)
+                if not is_array
+                else _scalar(F(f.name, base, "0+"), base, version)
             )
         if is_array:
             s: st.SearchStrategy[Any] = st.lists(elem, max_size=2 if depth < 2 else 1)
@@ -107,7 +115,9 @@ def _strip_request_header(frame: bytes) -> tuple[int, int, int, str | None, int]
 @pytest.mark.parametrize(("cls", "version"), CASES, ids=lambda c: getattr(c, "__name__", str(c)))
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_request_round_trip_every_version(cls: type[Struct], version: int, data: st.DataObject) -> None:
+def test_request_round_trip_every_version(
+    cls: type[Struct], version: int, data: st.DataObject
+) -> None:
     obj = data.draw(struct_strategy(cls, version))
     frame = bytes(encode_request(obj, version, 42, "client"))
     api_key, v, corr, client_id, pos = _strip_request_header(frame)
@@ -124,7 +134,9 @@ def test_request_round_trip_every_version(cls: type[Struct], version: int, data:
 @pytest.mark.parametrize(("cls", "version"), CASES, ids=lambda c: getattr(c, "__name__", str(c)))
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_response_round_trip_every_version(cls: type[Struct], version: int, data: st.DataObject) -> None:
+def test_response_round_trip_every_version(
+    cls: type[Struct], version: int, data: st.DataObject
+) -> None:
     resp_cls = cls.RESPONSE  # type: ignore[attr-defined]
     obj = data.draw(struct_strategy(resp_cls, version))
     out = bytearray(struct.pack(">i", 99))
@@ -142,17 +154,22 @@ def test_response_round_trip_every_version(cls: type[Struct], version: int, data
 def test_golden_api_versions_request_v0() -> None:
     # size=10 | api_key=18 | version=0 | correlation_id=1 | client_id "ab"; empty body
     frame = encode_request(m.ApiVersionsRequest(), 0, 1, "ab")
-    assert bytes(frame) == bytes.fromhex("0000000c" "0012" "0000" "00000001" "0002" "6162")
+    assert bytes(frame) == bytes.fromhex("0000000c001200000000000100026162")
 
 
 def test_golden_api_versions_request_v3_flexible() -> None:
     req = m.ApiVersionsRequest(client_software_name="py", client_software_version="1")
     frame = encode_request(req, 3, 5, None)
     expected = (
-        "0012" "0003" "00000005" "ffff"  # header v2: null client id (classic string)
+        "0012"
+        "0003"
+        "00000005"
+        "ffff"  # header v2: null client id (classic string)
         "00"  # header tagged fields: none
-        "03" "7079"  # compact string "py" (len+1 = 3)
-        "02" "31"  # compact string "1"
+        "03"
+        "7079"  # compact string "py" (len+1 = 3)
+        "02"
+        "31"  # compact string "1"
         "00"  # body tagged fields
     )
     assert bytes(frame[4:]).hex() == expected
@@ -162,22 +179,29 @@ def test_golden_api_versions_request_v3_flexible() -> None:
 def test_golden_metadata_request_v1_and_v12() -> None:
     req = m.MetadataRequest(topics=[m.MetadataRequestTopic(name="x")])
     body_v1 = bytes(encode_request(req, 1, 7, "c"))[4 + 11 :]
-    assert body_v1.hex() == "00000001" "0001" "78"  # int32 array count, int16 string
+    assert body_v1.hex() == "00000001000178"  # int32 array count, int16 string
     body_v12 = bytes(encode_request(req, 12, 7, "c"))[4 + 12 :]
     # compact array(1+1) | uuid 16x00 | compact nullable string "x" | struct tags | allow_auto=1 |
     # include_topic_authorized_operations=0 | tags
-    assert body_v12.hex() == "02" + "00" * 16 + "0278" "00" "01" "00" "00"
+    assert body_v12.hex() == "02" + "00" * 16 + "027800010000"
     null_topics = bytes(encode_request(m.MetadataRequest(topics=None), 12, 7, "c"))[4 + 12 :]
-    assert null_topics.hex() == "00" "01" "00" "00"
+    assert null_topics.hex() == "00010000"
 
 
 def test_golden_api_versions_response_v3_header_v0_and_tagged_field() -> None:
     payload = bytes.fromhex(
         "00000009"  # correlation id; ApiVersions keeps response header v0 (no tag section)
         "0000"  # error_code
-        "02" "0012" "0000" "0004" "00"  # compact array of one ApiVersion (18, 0..4), no tags
+        "02"
+        "0012"
+        "0000"
+        "0004"
+        "00"  # compact array of one ApiVersion (18, 0..4), no tags
         "00000000"  # throttle_time_ms
-        "01" "01" "08" "0000000000000007"  # one tagged field: tag 1 (finalized epoch), 8 bytes
+        "01"
+        "01"
+        "08"
+        "0000000000000007"  # one tagged field: tag 1 (finalized epoch), 8 bytes
     )
     resp = decode_response(m.ApiVersionsRequest, 3, payload)
     assert resp.error_code == 0
@@ -187,7 +211,7 @@ def test_golden_api_versions_response_v3_header_v0_and_tagged_field() -> None:
 
 
 def test_unknown_tagged_fields_are_skipped() -> None:
-    payload = bytes.fromhex("00000001" "00" "00000000" "0000" "0000" "00" "7f" "03" "616263")
+    payload = bytes.fromhex("00000001000000000000000000007f03616263")
     # Heartbeat v4: header tags | throttle | error | body tags: 0? -> use explicit builder below
     out = bytearray(b"\x00\x00\x00\x01\x00")
     out += struct.pack(">ih", 10, 0)
@@ -214,9 +238,7 @@ def test_golden_produce_request_v3_records_passthrough() -> None:
         ],
     )
     body = bytes(encode_request(req, 3, 1, ""))[4 + 10 :]
-    assert body.hex() == (
-        "ffff" "ffff" "000003e8" "00000001" "0001" "74" "00000001" "00000002" "00000003" "010203"
-    )
+    assert body.hex() == ("ffffffff000003e800000001000174000000010000000200000003010203")
 
 
 def test_decoded_records_are_views_into_the_payload() -> None:
@@ -237,7 +259,14 @@ def test_decoded_records_are_views_into_the_payload() -> None:
 def test_matches_kafka_python_encoding() -> None:
     kp = pytest.importorskip("kafka.protocol.metadata")
     theirs = kp.MetadataRequest[1](topics=["a", "bc"]).encode()
-    ours = bytes(encode_request(m.MetadataRequest(topics=[m.MetadataRequestTopic(name=n) for n in ("a", "bc")]), 1, 0, "x"))
+    ours = bytes(
+        encode_request(
+            m.MetadataRequest(topics=[m.MetadataRequestTopic(name=n) for n in ("a", "bc")]),
+            1,
+            0,
+            "x",
+        )
+    )
     assert ours[4 + 11 :] == theirs
 
 
@@ -247,7 +276,7 @@ def test_matches_kafka_python_encoding() -> None:
 def test_consumer_protocol_subscription_round_trip_and_forward_compat() -> None:
     sub = m.ConsumerProtocolSubscription(topics=["a", "b"], user_data=b"u")
     data = encode_data(sub, 0)
-    assert data.hex() == "0000" "00000002" "000161" "000162" "00000001" "75"
+    assert data.hex() == "0000000000020001610001620000000175"
     back, version = decode_data(m.ConsumerProtocolSubscription, data)
     assert version == 0 and back.topics == ["a", "b"] and back.user_data == b"u"
     # a newer member may send a higher version with fields appended: read what we know
@@ -260,7 +289,7 @@ def test_consumer_protocol_assignment_v0() -> None:
     tp = m.ConsumerProtocolAssignment.TopicPartition
     asg = m.ConsumerProtocolAssignment(assigned_partitions=[tp(topic="t", partitions=[0, 3])])
     data = encode_data(asg, 0)
-    assert data.hex() == "0000" "00000001" "000174" "00000002" "00000000" "00000003" "ffffffff"
+    assert data.hex() == "000000000001000174000000020000000000000003ffffffff"
     assert decode_data(m.ConsumerProtocolAssignment, data)[0] == asg
 
 
@@ -282,7 +311,15 @@ def test_varint_round_trip(n: int) -> None:
 
 
 def test_varint_golden() -> None:
-    for value, hexed in ((0, "00"), (-1, "01"), (1, "02"), (63, "7e"), (-64, "7f"), (64, "8001"), (300, "d804")):
+    for value, hexed in (
+        (0, "00"),
+        (-1, "01"),
+        (1, "02"),
+        (63, "7e"),
+        (-64, "7f"),
+        (64, "8001"),
+        (300, "d804"),
+    ):
         out = bytearray()
         write_varint(out, value)
         assert out.hex() == hexed, value
@@ -299,8 +336,12 @@ def _sample_payloads() -> list[tuple[type[Struct], int, bytes]]:
         brokers=[m.MetadataResponseBroker(node_id=1, host="h", port=9092)],
         topics=[
             m.MetadataResponseTopic(
-                name="t", topic_id=uuid.uuid4(),
-                partitions=[m.MetadataResponsePartition(partition_index=i, replica_nodes=[1], isr_nodes=[1]) for i in range(3)],
+                name="t",
+                topic_id=uuid.uuid4(),
+                partitions=[
+                    m.MetadataResponsePartition(partition_index=i, replica_nodes=[1], isr_nodes=[1])
+                    for i in range(3)
+                ],
             )
         ],
     )
@@ -311,7 +352,9 @@ def _sample_payloads() -> list[tuple[type[Struct], int, bytes]]:
         m.MetadataResponse.encoder(v)(out, meta)
         samples.append((m.MetadataRequest, v, bytes(out)))
     part = m.FetchResponse.PartitionData(records=bytes(rng.randrange(256) for _ in range(40)))
-    fetch = m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(topic="t", partitions=[part])])
+    fetch = m.FetchResponse(
+        responses=[m.FetchResponse.FetchableTopicResponse(topic="t", partitions=[part])]
+    )
     for v in (4, 11, 12):
         out = bytearray(b"\x00\x00\x00\x01")
         if v >= 12:
@@ -349,7 +392,12 @@ def test_huge_array_count_is_rejected_without_allocating() -> None:
     payload = b"\x00\x00\x00\x01" + struct.pack(">i", 0x7FFFFFF0)  # Metadata v0: brokers count
     with pytest.raises(KafkaProtocolError, match="claims"):
         decode_response(m.MetadataRequest, 0, payload)
-    payload = b"\x00\x00\x00\x01" + struct.pack(">i", 0) + struct.pack(">i", 1) + struct.pack(">hh", 0, 0x7FFF)
+    payload = (
+        b"\x00\x00\x00\x01"
+        + struct.pack(">i", 0)
+        + struct.pack(">i", 1)
+        + struct.pack(">hh", 0, 0x7FFF)
+    )
     with pytest.raises(KafkaProtocolError, match="truncated"):
         decode_response(m.MetadataRequest, 0, payload)
 

@@ -21,13 +21,40 @@ from typing import Any
 
 #: Request/response pairs the client uses (JSON base names without Request/Response).
 APIS = [
-    "Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch",
-    "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
-    "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
-    "DeleteRecords", "InitProducerId", "OffsetForLeaderEpoch", "AddPartitionsToTxn",
-    "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit", "DescribeConfigs", "AlterConfigs",
-    "DeleteGroups", "SaslAuthenticate", "CreatePartitions", "IncrementalAlterConfigs",
-    "OffsetDelete", "DescribeCluster", "DescribeProducers", "DescribeTransactions",
+    "Produce",
+    "Fetch",
+    "ListOffsets",
+    "Metadata",
+    "OffsetCommit",
+    "OffsetFetch",
+    "FindCoordinator",
+    "JoinGroup",
+    "Heartbeat",
+    "LeaveGroup",
+    "SyncGroup",
+    "DescribeGroups",
+    "ListGroups",
+    "SaslHandshake",
+    "ApiVersions",
+    "CreateTopics",
+    "DeleteTopics",
+    "DeleteRecords",
+    "InitProducerId",
+    "OffsetForLeaderEpoch",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "TxnOffsetCommit",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "DeleteGroups",
+    "SaslAuthenticate",
+    "CreatePartitions",
+    "IncrementalAlterConfigs",
+    "OffsetDelete",
+    "DescribeCluster",
+    "DescribeProducers",
+    "DescribeTransactions",
     "ListTransactions",
 ]
 #: Standalone data structures (no API key), e.g. the consumer protocol's member metadata.
@@ -51,7 +78,9 @@ class Emitter:
         self.spec_dir = spec_dir
         self.lines: list[str] = []
 
-    def struct(self, name: str, fields: list[dict[str, Any]], common: dict[str, Any], ind: int) -> str:
+    def struct(
+        self, name: str, fields: list[dict[str, Any]], common: dict[str, Any], ind: int
+    ) -> str:
         pad = " " * ind
         parts = [f'S("{name}", [']
         for f in fields:
@@ -86,7 +115,7 @@ class Emitter:
             "# definitions. Do not edit by hand; regenerate instead.",
             "# fmt: off",
             "# ruff: noqa: E501",
-            "from .schema import F, S, ApiSpec, DataSpec",
+            "from .schema import ApiSpec, DataSpec, F, S",
             "",
             "APIS = [",
         ]
@@ -109,7 +138,8 @@ class Emitter:
             d = load(self.spec_dir / f"{name}.json")
             out.append(
                 f"    DataSpec({name!r}, {d['validVersions']!r}, {d['flexibleVersions']!r}, "
-                + self.message(d, 4) + "),"
+                + self.message(d, 4)
+                + "),"
             )
         out.append("]")
         return "\n".join(out) + "\n"

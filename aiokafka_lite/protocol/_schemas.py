@@ -2,7 +2,7 @@
 # definitions. Do not edit by hand; regenerate instead.
 # fmt: off
 # ruff: noqa: E501
-from .schema import F, S, ApiSpec, DataSpec
+from .schema import ApiSpec, DataSpec, F, S
 
 APIS = [
     ApiSpec(0, 'Produce', '0-11', '9+', unstable_latest=False,

@@ -49,7 +49,9 @@ def _check_version(cls: type[Struct], version: int) -> None:
         raise KafkaProtocolError(f"{cls.__name__} has no version {version} (valid {lo}-{hi})")
 
 
-def encode_request(request: Struct, version: int, correlation_id: int, client_id: str | None) -> bytearray:
+def encode_request(
+    request: Struct, version: int, correlation_id: int, client_id: str | None
+) -> bytearray:
     """Encode ``request`` as a complete frame (size prefix included)."""
     cls = type(request)
     encoder = cls._encoders.get(version)

@@ -89,7 +89,11 @@ for _dspec in _schemas.DATA:
 
 # Export top-level messages and nested struct names that are unambiguous.
 for _name, _cls in _exports.items():
-    if _counts.get(_name, 0) <= 1 or _name.endswith(("Request", "Response")) or _name in DATA_VERSIONS:
+    if (
+        _counts.get(_name, 0) <= 1
+        or _name.endswith(("Request", "Response"))
+        or _name in DATA_VERSIONS
+    ):
         globals()[_name] = _cls
         __all__.append(_name)
 

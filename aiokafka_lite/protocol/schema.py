@@ -23,6 +23,7 @@ from .types import (
     make_bytes,
     make_string,
     read_int32,
+    read_length,
     read_uvarint,
     write_uvarint,
 )
@@ -266,8 +267,10 @@ def _element_codec(
     """Reader/writer for one (non-array) value; the bool says whether it takes >= 1 byte."""
     if f.struct is not None:
         nested = _nested_class(cls, f)
-        return nested.decoder(version), _struct_writer(nested, version), bool(
-            _present_fields(nested._decl, version) or flexible
+        return (
+            nested.decoder(version),
+            _struct_writer(nested, version),
+            bool(_present_fields(nested._decl, version) or flexible),
         )
     if base in PRIMITIVES:
         r, w = PRIMITIVES[base]
@@ -328,11 +331,7 @@ def _array_codec(
     er: Reader, ew: Writer, nonzero: bool, compact: bool, nullable: bool, name: str
 ) -> tuple[Reader, Writer]:
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
-        if compact:
-            raw, pos = read_uvarint(buf, pos)
-            n = raw - 1
-        else:
-            n, pos = read_int32(buf, pos)
+        n, pos = read_length(buf, pos, compact, read_int32)
         if n < 0:
             if n == -1 and nullable:
                 return None, pos
@@ -343,7 +342,7 @@ def _array_codec(
             raise KafkaProtocolError(
                 f"array {name} claims {n} elements but only {len(buf) - pos} bytes remain"
             )
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(n):
             v, pos = er(buf, pos)
@@ -372,7 +371,9 @@ def _array_codec(
 
 
 def _present_fields(decl: S, version: int) -> list[F]:
-    return [f for f in decl.fields if _within(f.versions, version) and not _within(f.tagged, version)]
+    return [
+        f for f in decl.fields if _within(f.versions, version) and not _within(f.tagged, version)
+    ]
 
 
 def _tagged_fields(decl: S, version: int) -> list[F]:
@@ -384,14 +385,17 @@ def _tagged_fields(decl: S, version: int) -> list[F]:
 
 def _compile_encoder(cls: type[Struct], version: int) -> Callable[[bytearray, Any], None]:
     flexible = _within(cls._flexible, version)
-    steps = [(f.name, _field_codec(cls, f, version, flexible)[1]) for f in _present_fields(cls._decl, version)]
+    steps = [
+        (f.name, _field_codec(cls, f, version, flexible)[1])
+        for f in _present_fields(cls._decl, version)
+    ]
     tagged = []
     if flexible:
         defaults = {name: (value, factory) for name, value, factory in cls._defaults}
         for f in _tagged_fields(cls._decl, version):
             value, factory = defaults[f.name]
             dflt = factory() if factory is not None else value
-            tagged.append((f.name, f.tag, dflt, _field_codec(cls, f, version, flexible)[1]))
+            tagged.append((f.name, f.tag or 0, dflt, _field_codec(cls, f, version, flexible)[1]))
 
     if not flexible:
 
@@ -447,7 +451,9 @@ def _compile_decoder(cls: type[Struct], version: int) -> Callable[[bytes, int], 
                 size, pos = read_uvarint(buf, pos)
                 end = pos + size
                 if end > len(buf):
-                    raise KafkaProtocolError(f"tagged field {tag} of {size} bytes overruns the frame")
+                    raise KafkaProtocolError(
+                        f"tagged field {tag} of {size} bytes overruns the frame"
+                    )
                 known = tagged_readers.get(tag)
                 if known is not None:
                     value, used = known[1](buf, pos)

@@ -25,7 +25,7 @@ __all__ = [
     "write_varint",
     "zigzag",
     "unzigzag",
-    "uvarint_bytes",
+    "read_length",
     "PRIMITIVES",
 ]
 
@@ -98,13 +98,6 @@ def write_uvarint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
-
-
-def uvarint_bytes(value: int) -> bytes:
-    """Return the unsigned varint encoding of ``value``."""
-    out = bytearray()
-    write_uvarint(out, value)
-    return bytes(out)
 
 
 def zigzag(value: int) -> int:
@@ -186,34 +179,25 @@ PRIMITIVES: dict[str, tuple[Reader, Writer]] = {
     "uuid": (_read_uuid, _write_uuid),
 }
 
-read_int16 = _r16
 read_int32 = _r32
-write_int16 = _w16
-write_int32 = _w32
 
 
 # ---------------------------------------------------------------- lengths
 
 
-def read_length(buf: bytes, pos: int, compact: bool, what: str) -> tuple[int, int]:
-    """Read a length prefix: int16/int32 (classic) or uvarint N+1 (compact); -1 means null."""
+def read_length(buf: bytes, pos: int, compact: bool, classic: Reader) -> tuple[int, int]:
+    """Read a length prefix: ``classic`` (int16/int32) or compact (uvarint N+1); -1 is null."""
     if compact:
         raw, pos = read_uvarint(buf, pos)
         return raw - 1, pos
-    if what == "string":
-        return _r16(buf, pos)
-    return _r32(buf, pos)
+    return classic(buf, pos)
 
 
 def make_string(compact: bool, nullable: bool) -> tuple[Reader, Writer]:
     """Build reader/writer for (compact) (nullable) strings."""
 
     def read(buf: bytes, pos: int) -> tuple[str | None, int]:
-        if compact:
-            raw, pos = read_uvarint(buf, pos)
-            n = raw - 1
-        else:
-            n, pos = _r16(buf, pos)
+        n, pos = read_length(buf, pos, compact, _r16)
         if n < 0:
             if n == -1 and nullable:
                 return None, pos
@@ -252,11 +236,7 @@ def make_bytes(compact: bool, nullable: bool, view: bool = False) -> tuple[Reade
     """Build reader/writer for (compact) (nullable) bytes; ``view`` returns memoryview slices."""
 
     def read(buf: bytes, pos: int) -> tuple[Any, int]:
-        if compact:
-            raw, pos = read_uvarint(buf, pos)
-            n = raw - 1
-        else:
-            n, pos = _r32(buf, pos)
+        n, pos = read_length(buf, pos, compact, _r32)
         if n < 0:
             if n == -1 and nullable:
                 return None, pos
