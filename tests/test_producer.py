@@ -282,3 +282,21 @@ async def test_idempotent_epoch_bump_keeps_delivering(kafka_bootstrap: str, new_
     assert [r.value for r in got] == [b"a%d" % i for i in range(300)] + [
         b"b%d" % i for i in range(300)
     ]
+
+
+async def test_cancelled_waiter_does_not_affect_other_records(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=200) as producer:
+        h1 = await producer.send(topic, b"one", partition=0)
+        h2 = await producer.send(topic, b"two", partition=0)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(_await(h1), 0.01)  # a task awaiting h1 is cancelled
+        md2 = await asyncio.wait_for(h2, 10)
+        md1 = await asyncio.wait_for(_await(h1), 10)  # h1 itself is still fine
+        assert (md1.offset, md2.offset) == (0, 1)
+
+
+async def _await(handle: Any) -> Any:
+    return await handle

@@ -64,6 +64,7 @@ class ProducerBatch:
         "first_ts",
         "user_batch",
         "handle_extra",
+        "waiters",
     )
 
     def __init__(
@@ -95,6 +96,7 @@ class ProducerBatch:
         self.first_ts = 0
         self.user_batch = False
         self.handle_extra: Any = None
+        self.waiters: list[asyncio.Future[None]] | None = None
 
     def build(self) -> bytearray | bytes:
         """Encode (and compress) once; later calls return the same bytes."""
@@ -106,6 +108,15 @@ class ProducerBatch:
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={self.count} seq={self.sequence}>"
+
+
+def _wake_waiters(batch: ProducerBatch) -> None:
+    waiters = batch.waiters
+    if waiters is not None:
+        batch.waiters = None
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
 
 class RecordHandle(tuple):  # type: ignore[type-arg]
@@ -125,9 +136,16 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         return self[0]  # type: ignore[no-any-return]
 
     def __await__(self) -> Any:
-        fut = self[0].future
-        if not fut.done():
-            yield from fut.__await__()
+        batch = self[0]
+        if not batch.future.done():
+            # Wait on a private future resolved together with the batch's (no extra loop hop):
+            # cancelling the awaiting task then cancels only this waiter, never the batch.
+            waiter = batch.future.get_loop().create_future()
+            if batch.waiters is None:
+                batch.waiters = [waiter]
+            else:
+                batch.waiters.append(waiter)
+            yield from waiter.__await__()
         return self.result()
 
     def _is_cancelled(self) -> bool:
@@ -520,6 +538,7 @@ class Accumulator:
         fut = batch.future
         if not fut.done():
             fut.set_result((base_offset, append_time, log_start))
+            _wake_waiters(batch)
         self._release(batch)
 
     def _fail_batch(self, batch: ProducerBatch, exc: BaseException) -> None:
@@ -528,6 +547,7 @@ class Accumulator:
         if not fut.done():
             fut.set_exception(exc)
             fut.exception()  # mark retrieved: callers may never await a failed send
+            _wake_waiters(batch)
             if self.fail_hook is not None:
                 self.fail_hook(exc)
         self._release(batch)
