@@ -41,6 +41,26 @@ SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
 }
 
 
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+README = Path(__file__).resolve().parent / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def update_readme(path: Path, results_md: str) -> bool:
+    """Replace the text between the results markers of ``path``; False when there are none."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    if START not in text or END not in text:
+        return False
+    head, rest = text.split(START, 1)
+    _old, tail = rest.split(END, 1)
+    body = results_md.replace("### ", "#### ") + "\n![benchmark results](results/latest.png)\n"
+    path.write_text(f"{head}{START}\n{body}\n{END}{tail}")
+    return True
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -55,10 +75,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "-b", "--bootstrap", default=None, help="use this broker instead of an embedded one"
     )
     p.add_argument("--quick", action="store_true", help="10x fewer records (a smoke run)")
-    p.add_argument(
-        "--out", default=str(Path(__file__).parent / "results"), help="default: %(default)s"
-    )
+    p.add_argument("--out", default=str(DEFAULT_OUT), help="default: %(default)s")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument(
+        "--no-readme",
+        action="store_true",
+        help="do not refresh the results section of benchmarks/README.md "
+        "(only refreshed when --out is the default directory)",
+    )
     return p.parse_args(argv)
 
 
@@ -110,14 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         if broker is not None:
             broker.stop()
     write_json(reports, out / "latest.json")
-    lines = [
-        f"Results of `python -m benchmarks` on {time.strftime('%Y-%m-%d', time.gmtime())}.",
-        "",
-    ]
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    versions = ", ".join(f"{k} {v}" for k, v in reports[0]["versions"].items()) if reports else ""
+    lines = [f"Results of `python -m benchmarks` on {day}; {versions}.", ""]
     for report in reports:
         lines += [f"### {report['scenario']}", "", title(report), "", markdown_table(report), ""]
     (out / "latest.md").write_text("\n".join(lines))
     print(f"wrote {out / 'latest.json'} and {out / 'latest.md'}", file=sys.stderr)
+    official = not args.no_readme and out.resolve() == DEFAULT_OUT.resolve()
+    if official and update_readme(README, "\n".join(lines)):
+        print(f"refreshed the results in {README}", file=sys.stderr)
     if not args.no_plot:
         try:
             from aiokafka_lite.bench.plot import PlotError, plot_reports

@@ -120,7 +120,7 @@ def library_versions(clients: list[str]) -> dict[str, str]:
                 import confluent_kafka
 
                 out[client] = (
-                    f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+                    f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
                 )
             elif client == "kafka-python":
                 import kafka

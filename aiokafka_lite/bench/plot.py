@@ -59,7 +59,7 @@ def plot_reports(reports: list[dict[str, Any]], path: str | Path) -> None:
             f"{first['machine']['cores']} cores, Python {first['machine']['python']}",
             fontsize=10,
         )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 0.985 if len(reports) > 2 else 0.95))
     try:
         fig.savefig(path, dpi=110)
     except OSError as exc:
