@@ -227,9 +227,9 @@ async def _run_all(opts: BenchOptions, bootstrap: str, ui: ProgressUI) -> list[d
     try:
         for round_no in range(opts.rounds):
             for client in _order(opts.clients, round_no):
-                label = f"round {round_no + 1}/{opts.rounds} {client:<13} {opts.kind}"
+                label = f"{round_no + 1}/{opts.rounds} {client:<13} {opts.kind}"
                 if opts.kind == "produce":
-                    label += f" ({opts.api})"
+                    label += f"/{opts.api}"
                 topic = shared_topic or _topic(opts.kind, client.replace("_", "-"))
                 if shared_topic is None:
                     await create_topic(bootstrap, topic, opts.partitions)

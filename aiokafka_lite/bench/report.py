@@ -75,12 +75,14 @@ def print_summary(
         except ImportError:
             use_rich = False
     if use_rich:
-        table = Table(title=title(report), title_justify="left")
+        table = Table()
         for i, header in enumerate(HEADERS):
             table.add_column(header, justify="left" if i == 0 else "right")
         for row in rows:
             table.add_row(*row)
-        Console(file=stream, width=max(120, len(title(report)) + 2)).print(table)
+        console = Console(file=stream)
+        console.print(title(report), markup=False, highlight=False, soft_wrap=True)
+        console.print(table)
     else:
         print(title(report), file=stream)
         print(text_table(list(HEADERS), rows), file=stream)
