@@ -3,7 +3,8 @@
 The admin client has no group calls yet, so this module speaks the group APIs itself through
 :class:`aiokafka_lite.client.KafkaClient`: ListGroups (asked of every broker: each lists the groups
 it coordinates), FindCoordinator + DescribeGroups (state, members, their assignments decoded from
-the consumer protocol) and OffsetFetch (committed offsets).
+the consumer protocol) and OffsetFetch (committed offsets) and ListOffsets (log end, for the lag; Tansu answers "latest"
+with the newest batch's base offset + 1, so its lag is only right for one-record batches).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def _client(args: argparse.Namespace) -> Any:
         bootstrap_servers=args.bootstrap,
         client_id="aiokafka-lite-cli",
         request_timeout_ms=int(args.timeout * 1000),
+        allow_auto_topic_creation=False,  # looking at a group must not recreate its topics
     )
 
 
@@ -121,8 +123,10 @@ async def describe_group(client: Any, group: str) -> dict[str, Any]:
         for p in t.partitions:
             if not p.error_code and p.committed_offset >= 0:
                 offsets[(t.name, p.partition_index)] = p.committed_offset
+    ends = await log_end_offsets(client, sorted(set(offsets) | set(owner)))
     return {
         "group": group,
+        "ends": ends,
         "state": described.group_state,
         "protocol_type": described.protocol_type,
         "protocol": described.protocol_data,
@@ -131,6 +135,51 @@ async def describe_group(client: Any, group: str) -> dict[str, Any]:
         "offsets": offsets,
         "owner": owner,
     }
+
+
+async def log_end_offsets(client: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Latest offset of each partition (ListOffsets to each leader); missing ones are left out."""
+    from ..protocol import messages as m
+    from ..structs import TopicPartition
+
+    if not tps:
+        return {}
+    from .. import errors as Errors
+
+    for topic in sorted({t for t, _ in tps}):
+        try:  # a group may keep offsets of a deleted topic: no log end then
+            await client.wait_for_topic(topic, min(2000, client.request_timeout_ms))
+        except Errors.KafkaError:
+            continue
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for topic, partition in tps:
+        leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))
+        if leader is not None and leader >= 0:
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+    out: dict[tuple[str, int], int] = {}
+    for leader, topics in by_leader.items():
+        request = m.ListOffsetsRequest(
+            replica_id=-1,
+            topics=[
+                m.ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        m.ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-1)
+                        for p in parts
+                    ],
+                )
+                for topic, parts in topics.items()
+            ],
+        )
+        resp = await client.send(leader, request)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    continue
+                offset = p.offset if p.offset >= 0 else max(p.old_style_offsets or [-1])
+                if offset >= 0:
+                    out[(t.name, p.partition_index)] = offset
+    return out
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -168,11 +217,15 @@ def cmd_describe(args: argparse.Namespace) -> int:
         rows = []
         for tp in tps:
             member = members.get(info["owner"].get(tp, ""))
+            committed, end = info["offsets"].get(tp), info["ends"].get(tp)
+            lag = end - committed if committed is not None and end is not None else None
             rows.append(
                 (
                     tp[0],
                     tp[1],
-                    info["offsets"].get(tp),
+                    committed,
+                    end,
+                    lag,
                     member["member_id"] if member else None,
                     member["client_id"] if member else None,
                     member["host"] if member else None,
@@ -180,7 +233,19 @@ def cmd_describe(args: argparse.Namespace) -> int:
             )
         for mb in info["members"]:
             if not mb["partitions"]:
-                rows.append((None, None, None, mb["member_id"], mb["client_id"], mb["host"]))
+                rows.append(
+                    (None, None, None, None, None, mb["member_id"], mb["client_id"], mb["host"])
+                )
         if rows:
-            print_table(("TOPIC", "PARTITION", "COMMITTED", "MEMBER", "CLIENT ID", "HOST"), rows)
+            headers = (
+                "TOPIC",
+                "PARTITION",
+                "COMMITTED",
+                "LOG END",
+                "LAG",
+                "MEMBER",
+                "CLIENT ID",
+                "HOST",
+            )
+            print_table(headers, rows)
     return 0
