@@ -48,7 +48,9 @@ async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 async def plain_produce(bootstrap: str, topic: str, n: int) -> float:
     from aiokafka_lite.producer import AIOKafkaProducer
 
-    async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024) as p:
+    async with AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=256 * 1024
+    ) as p:
         t0 = time.perf_counter()
         last = None
         send = p.send
@@ -72,7 +74,9 @@ async def plain_consume(bootstrap: str, topic: str, partitions: int, n: int) -> 
     from aiokafka_lite.consumer import AIOKafkaConsumer
     from aiokafka_lite.structs import TopicPartition
 
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    c = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     await c.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -114,9 +118,9 @@ def spark_write(spark: Any, bootstrap: str, topic: str, n: int, partitions: int)
         "cast(id as string) as key", f"repeat('v', {len(VALUE)}) as value"
     )
     t0 = time.perf_counter()
-    df.write.format("aiokafka_lite").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode(
-        "append"
-    ).save()
+    df.write.format("aiokafka_lite").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
     return time.perf_counter() - t0
 
 
@@ -145,7 +149,9 @@ def spark_count(spark: Any, bootstrap: str, topic: str) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--broker", default="tansu", choices=("tansu", "noida"))
     ap.add_argument("--bootstrap", help="use this broker instead of starting an embedded one")
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -166,15 +172,19 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         spark = spark_session(args.master)
-        print(f"spark {spark.version} started in {time.perf_counter() - t0:.1f} s ({args.master}); "
-              f"{n:,} records x {len(VALUE)} B, {parts} partitions, broker {args.bootstrap or args.broker}")
+        print(
+            f"spark {spark.version} started in {time.perf_counter() - t0:.1f} s ({args.master}); "
+            f"{n:,} records x {len(VALUE)} B, {parts} partitions, broker {args.bootstrap or args.broker}"
+        )
         t0 = time.perf_counter()  # the first queries of a session run a cold JVM: warm up
         warm = f"bench-warmup-{uuid.uuid4().hex[:8]}"
         asyncio.run(_create_topic(bootstrap, warm, parts))
         spark_write(spark, bootstrap, warm, 20_000, parts)
         spark_read(spark, bootstrap, warm)
         print(f"warm-up queries took {time.perf_counter() - t0:.1f} s (not counted)")
-        results: dict[str, list[float]] = {k: [] for k in ("plain produce", "spark write", "plain consume", "spark read")}
+        results: dict[str, list[float]] = {
+            k: [] for k in ("plain produce", "spark write", "plain consume", "spark read")
+        }
         for r in range(args.rounds):
             t_plain = f"bench-plain-{uuid.uuid4().hex[:8]}"
             t_spark = f"bench-spark-{uuid.uuid4().hex[:8]}"
@@ -185,7 +195,9 @@ def main() -> None:
             written = spark_count(spark, bootstrap, t_spark)
             if written != n:
                 raise SystemExit(f"spark write produced {written} records, expected {n}")
-            results["plain consume"].append(n / asyncio.run(plain_consume(bootstrap, t_plain, parts, n)))
+            results["plain consume"].append(
+                n / asyncio.run(plain_consume(bootstrap, t_plain, parts, n))
+            )
             results["spark read"].append(n / spark_read(spark, bootstrap, t_plain))
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in results.items()))
         med = {k: statistics.median(v) for k, v in results.items()}

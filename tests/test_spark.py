@@ -17,8 +17,12 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed: pip install 'aiokafka_lite[spark]'")
-pytest.importorskip("pyarrow", reason="pyarrow is not installed: pip install 'aiokafka_lite[spark]'")
+pyspark = pytest.importorskip(
+    "pyspark", reason="pyspark is not installed: pip install 'aiokafka_lite[spark]'"
+)
+pytest.importorskip(
+    "pyarrow", reason="pyarrow is not installed: pip install 'aiokafka_lite[spark]'"
+)
 
 from aiokafka_lite import errors  # noqa: E402
 from aiokafka_lite.producer import AIOKafkaProducer  # noqa: E402
@@ -76,12 +80,6 @@ async def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) ->
         return [await h for h in handles]
 
 
-def _rows(df: Any) -> list[tuple[Any, ...]]:
-    return sorted(
-        (r.topic, r.partition, r.offset, r.key, r.value) for r in df.collect()
-    )
-
-
 async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=3)
     base_ts = int(time.time() * 1000) - 3_600_000  # recent: old timestamps fall to time retention
@@ -97,9 +95,25 @@ async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
     ]
     metas = await _produce(kafka_bootstrap, topic, records)
     df = _reader(spark, kafka_bootstrap, subscribe=topic, includeHeaders="true")
-    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    assert df.columns == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
     got = {
-        (r.partition, r.offset): (r.key, r.value, r.topic, r.ts_ms, r.timestampType, [(h.key, h.value) for h in r.headers])
+        (r.partition, r.offset): (
+            r.key,
+            r.value,
+            r.topic,
+            r.ts_ms,
+            r.timestampType,
+            [(h.key, h.value) for h in r.headers],
+        )
         for r in df.selectExpr("*", "unix_millis(timestamp) as ts_ms").collect()
     }
     assert len(got) == len(records)
@@ -115,7 +129,9 @@ async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
 
 async def test_starting_and_ending_offsets_json(spark, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=3)
-    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 3) for i in range(30)])
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 3) for i in range(30)]
+    )
     df = _reader(
         spark,
         kafka_bootstrap,
@@ -154,19 +170,29 @@ async def test_batch_write_then_read_back(spark, kafka_bootstrap, new_topic):
         [(other, b"x%d" % i, [("h", b"1")]) for i in range(5)],
         "topic string, value binary, headers array<struct<key string, value binary>>",
     )
-    df2.write.format("aiokafka_lite").option("kafka.bootstrap.servers", kafka_bootstrap).mode("append").save()
+    df2.write.format("aiokafka_lite").option("kafka.bootstrap.servers", kafka_bootstrap).mode(
+        "append"
+    ).save()
     back2 = _reader(spark, kafka_bootstrap, subscribe=other, includeHeaders="true").collect()
     assert sorted(r.value for r in back2) == sorted(b"x%d" % i for i in range(5))
     assert all([(h.key, h.value) for h in r.headers] == [("h", b"1")] for r in back2)
 
 
-async def test_streaming_available_now_rate_limit_and_restart(spark, kafka_bootstrap, new_topic, tmp_path):
+async def test_streaming_available_now_rate_limit_and_restart(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
     topic = await new_topic(partitions=2)
-    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2) for i in range(50)])
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2) for i in range(50)]
+    )
     batches: list[list[tuple[int, int]]] = []
 
     def collect(batch_df: Any, batch_id: int) -> None:
-        batches.append(sorted((r.partition, r.offset) for r in batch_df.select("partition", "offset").collect()))
+        batches.append(
+            sorted(
+                (r.partition, r.offset) for r in batch_df.select("partition", "offset").collect()
+            )
+        )
 
     def run_query() -> None:
         stream = (
@@ -193,7 +219,9 @@ async def test_streaming_available_now_rate_limit_and_restart(spark, kafka_boots
     assert sorted(seen) == sorted((p, o) for p in range(2) for o in range(25))
     # restart from the checkpoint: only what was produced since is read
     batches.clear()
-    await _produce(kafka_bootstrap, topic, [dict(value=b"n%d" % i, partition=i % 2) for i in range(6)])
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"n%d" % i, partition=i % 2) for i in range(6)]
+    )
     run_query()
     seen = [x for b in batches for x in b]
     assert sorted(seen) == sorted((p, o) for p in range(2) for o in range(25, 28))
@@ -203,7 +231,9 @@ async def test_streaming_kafka_to_kafka_copy(spark, kafka_bootstrap, new_topic, 
     src = await new_topic(partitions=2)
     dst = await new_topic(partitions=1, name=src + "-out")
     await _produce(
-        kafka_bootstrap, src, [dict(key=b"k%d" % i, value=b"hello-%d" % i, partition=i % 2) for i in range(40)]
+        kafka_bootstrap,
+        src,
+        [dict(key=b"k%d" % i, value=b"hello-%d" % i, partition=i % 2) for i in range(40)],
     )
     stream = (
         spark.readStream.format("aiokafka_lite")
@@ -224,20 +254,36 @@ async def test_streaming_kafka_to_kafka_copy(spark, kafka_bootstrap, new_topic, 
     assert query.awaitTermination(120), "the copy query did not finish"
     assert query.exception() is None
     out = _reader(spark, kafka_bootstrap, subscribe=dst).collect()
-    assert sorted((r.key, r.value) for r in out) == sorted((b"k%d" % i, b"HELLO-%d" % i) for i in range(40))
+    assert sorted((r.key, r.value) for r in out) == sorted(
+        (b"k%d" % i, b"HELLO-%d" % i) for i in range(40)
+    )
 
 
 async def test_subscribe_pattern_and_starting_timestamp(spark, broker, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=2)
     base_ts = int(time.time() * 1000) - 3_600_000  # recent: old timestamps fall to time retention
     await _produce(
-        kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2, timestamp_ms=base_ts + i * 1000) for i in range(20)]
+        kafka_bootstrap,
+        topic,
+        [
+            dict(value=b"%d" % i, partition=i % 2, timestamp_ms=base_ts + i * 1000)
+            for i in range(20)
+        ],
     )
     pattern = topic.replace("-", "[-]")  # every character matched literally, anchored (fullmatch)
-    got = _reader(spark, kafka_bootstrap, subscribePattern=pattern).select("topic", "offset").collect()
+    got = (
+        _reader(spark, kafka_bootstrap, subscribePattern=pattern)
+        .select("topic", "offset")
+        .collect()
+    )
     assert len(got) == 20 and {r.topic for r in got} == {topic}
-    assert _reader(spark, kafka_bootstrap, subscribePattern=pattern[:-3]).count() == 0  # no partial match
-    broker.skip_on("tansu", reason="Tansu's ListOffsets by timestamp uses the write time, not the record timestamp")
+    assert (
+        _reader(spark, kafka_bootstrap, subscribePattern=pattern[:-3]).count() == 0
+    )  # no partial match
+    broker.skip_on(
+        "tansu",
+        reason="Tansu's ListOffsets by timestamp uses the write time, not the record timestamp",
+    )
     late = _reader(spark, kafka_bootstrap, subscribe=topic, startingTimestamp=str(base_ts + 14_000))
     assert sorted(int(r.value) for r in late.collect()) == list(range(14, 20))
 
@@ -254,16 +300,23 @@ async def test_fail_on_data_loss(spark, kafka_bootstrap, new_topic):
         leader = client.cluster.leader_for_partition(TopicPartition(topic, 0))
         req = m.DeleteRecordsRequest(
             timeout_ms=10_000,
-            topics=[m.DeleteRecordsRequest.DeleteRecordsTopic(
-                name=topic, partitions=[m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=4)]
-            )],
+            topics=[
+                m.DeleteRecordsRequest.DeleteRecordsTopic(
+                    name=topic,
+                    partitions=[
+                        m.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=4)
+                    ],
+                )
+            ],
         )
         resp = await client.send(leader, req)
         assert resp.topics[0].partitions[0].error_code == 0
     starting = json.dumps({topic: {"0": 1}})
     with pytest.raises(Exception, match="failOnDataLoss"):
         _reader(spark, kafka_bootstrap, subscribe=topic, startingOffsets=starting).collect()
-    lenient = _reader(spark, kafka_bootstrap, subscribe=topic, startingOffsets=starting, failOnDataLoss="false")
+    lenient = _reader(
+        spark, kafka_bootstrap, subscribe=topic, startingOffsets=starting, failOnDataLoss="false"
+    )
     assert sorted(r.offset for r in lenient.collect()) == list(range(4, 10))
 
 
@@ -283,15 +336,22 @@ def test_options_are_validated():
     with pytest.raises(errors.IllegalArgumentError, match="JSON"):
         parse_options({"kafka.bootstrap.servers": "h:1", "startingOffsets": "{bad"})
     opts = parse_options(
-        {"kafka.bootstrap.servers": "h:1", "kafka.acks": "all", "kafka.batch.size": "1000",
-         "kafka.compression.type": "none", "startingOffsets": '{"t": {"0": 5}}'}
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "kafka.acks": "all",
+            "kafka.batch.size": "1000",
+            "kafka.compression.type": "none",
+            "startingOffsets": '{"t": {"0": 5}}',
+        }
     )
     assert opts.client == {"acks": -1, "max_batch_size": 1000, "compression_type": None}
     from aiokafka_lite.spark._offsets import check_client_options
 
     check_client_options(opts)
     with pytest.raises(errors.IllegalArgumentError, match=r"kafka\.lingerr\.ms"):
-        check_client_options(parse_options({"kafka.bootstrap.servers": "h:1", "kafka.lingerr.ms": "5"}))
+        check_client_options(
+            parse_options({"kafka.bootstrap.servers": "h:1", "kafka.lingerr.ms": "5"})
+        )
     assert opts.starting == {"t": {0: 5}}
 
 

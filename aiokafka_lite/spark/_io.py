@@ -244,7 +244,9 @@ async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]
     wins, as in Spark), ``partition``, ``headers``; string or binary. At-least-once: a failed
     task may have written some rows before it failed.
     """
-    producer = AIOKafkaProducer(**client_kwargs(AIOKafkaProducer, options, **_producer_defaults(options)))
+    producer = AIOKafkaProducer(
+        **client_kwargs(AIOKafkaProducer, options, **_producer_defaults(options))
+    )
     timeout = write_timeout_s(options)
     await producer.start()
     count = 0
@@ -270,7 +272,11 @@ async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]
                 topic = topics[i]
                 if topic is None:
                     raise Errors.IllegalArgumentError("null topic in the 'topic' column")
-                pending.append(await send(topic, values[i], key=keys[i], partition=parts[i], headers=headers[i]))
+                pending.append(
+                    await send(
+                        topic, values[i], key=keys[i], partition=parts[i], headers=headers[i]
+                    )
+                )
                 if len(pending) > _MAX_PENDING:
                     await _settle((pending.popleft() for _ in range(_MAX_PENDING // 2)), timeout)
             count += n

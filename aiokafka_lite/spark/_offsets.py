@@ -66,7 +66,9 @@ def _ssl_context(client: dict[str, Any]) -> ssl.SSLContext | None:
         return None
     ctx = ssl.create_default_context(cafile=client.get("ssl_cafile"))
     if client.get("ssl_certfile"):
-        ctx.load_cert_chain(client["ssl_certfile"], client.get("ssl_keyfile"), client.get("ssl_password"))
+        ctx.load_cert_chain(
+            client["ssl_certfile"], client.get("ssl_keyfile"), client.get("ssl_password")
+        )
     if client.get("ssl_check_hostname") is False:
         ctx.check_hostname = False
     return ctx
@@ -156,42 +158,59 @@ class PlanningClient:
             if not missing:
                 return by_node
             if time.monotonic() > deadline:
-                raise Errors.KafkaTimeoutError(f"no leader known for {missing[:5]} after {_PLAN_TIMEOUT_S:g} s")
+                raise Errors.KafkaTimeoutError(
+                    f"no leader known for {missing[:5]} after {_PLAN_TIMEOUT_S:g} s"
+                )
             await self.client.force_metadata_update()
             await asyncio.sleep(self.client.retry_backoff_ms / 1000)
 
-    async def _retrying(self, tps: list[TopicPartition], one_node: Any) -> dict[TopicPartition, Any]:
+    async def _retrying(
+        self, tps: list[TopicPartition], one_node: Any
+    ) -> dict[TopicPartition, Any]:
         """Run ``one_node(node, tps) -> ({tp: value}, [tps to retry])`` per leader until done."""
         deadline = time.monotonic() + _PLAN_TIMEOUT_S
         result: dict[TopicPartition, Any] = {}
         todo = list(tps)
         while todo:
             by_node = await self._leaders(todo)
-            answers = await asyncio.gather(*(one_node(node, part) for node, part in by_node.items()))
+            answers = await asyncio.gather(
+                *(one_node(node, part) for node, part in by_node.items())
+            )
             todo = []
             for done, retry in answers:
                 result.update(done)
                 todo.extend(retry)
             if todo:
                 if time.monotonic() > deadline:
-                    raise Errors.KafkaTimeoutError(f"offsets of {todo[:5]} not available after {_PLAN_TIMEOUT_S:g} s")
+                    raise Errors.KafkaTimeoutError(
+                        f"offsets of {todo[:5]} not available after {_PLAN_TIMEOUT_S:g} s"
+                    )
                 await self.client.force_metadata_update()
                 await asyncio.sleep(self.client.retry_backoff_ms / 1000)
         return result
 
-    async def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+    async def list_offsets(
+        self, tps: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
         """ListOffsets for ``timestamp`` (-2 earliest, -1 latest, else ms): -1 where none."""
 
-        async def one_node(node: int, part: list[TopicPartition]) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
+        async def one_node(
+            node: int, part: list[TopicPartition]
+        ) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
             topics: dict[str, list[Any]] = {}
             for tp in part:
                 topics.setdefault(tp.topic, []).append(
-                    m.ListOffsetsRequest.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp)
+                    m.ListOffsetsRequest.ListOffsetsPartition(
+                        partition_index=tp.partition, timestamp=timestamp
+                    )
                 )
             req = m.ListOffsetsRequest(
                 replica_id=-1,
                 isolation_level=self.isolation,
-                topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
+                topics=[
+                    m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps)
+                    for t, ps in topics.items()
+                ],
             )
             resp = await self.client.send(node, req)
             done: dict[TopicPartition, int] = {}
@@ -221,12 +240,16 @@ class PlanningClient:
         ``fetch_at`` gives an offset known to exist or to equal the end (the log start).
         """
 
-        async def one_node(node: int, part: list[TopicPartition]) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
+        async def one_node(
+            node: int, part: list[TopicPartition]
+        ) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
             topics: dict[str, list[Any]] = {}
             for tp in part:
                 topics.setdefault(tp.topic, []).append(
                     m.FetchRequest.FetchPartition(
-                        partition=tp.partition, fetch_offset=max(0, fetch_at.get(tp, 0)), partition_max_bytes=1
+                        partition=tp.partition,
+                        fetch_offset=max(0, fetch_at.get(tp, 0)),
+                        partition_max_bytes=1,
                     )
                 )
             req = m.FetchRequest(
@@ -237,7 +260,9 @@ class PlanningClient:
                 isolation_level=self.isolation,
                 session_id=0,
                 session_epoch=-1,
-                topics=[m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                topics=[
+                    m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()
+                ],
             )
             resp = await self.client.send(node, req)
             if resp.error_code:
@@ -249,7 +274,11 @@ class PlanningClient:
                     tp = TopicPartition(t.topic, p.partition_index)
                     if p.error_code == 0 or (p.error_code == 1 and p.high_watermark >= 0):
                         # OFFSET_OUT_OF_RANGE still carries the watermark on Kafka and noida.
-                        end = p.last_stable_offset if self.isolation and p.last_stable_offset >= 0 else p.high_watermark
+                        end = (
+                            p.last_stable_offset
+                            if self.isolation and p.last_stable_offset >= 0
+                            else p.high_watermark
+                        )
                         done[tp] = end
                     elif Errors.for_code(p.error_code).retriable:
                         retry.append(tp)
@@ -269,7 +298,12 @@ class PlanningClient:
         return {tp: (earliest[tp], max(earliest[tp], ends[tp])) for tp in tps}
 
     async def resolve(
-        self, tps: list[TopicPartition], spec: Any, bounds: dict[TopicPartition, tuple[int, int]], *, default: int
+        self,
+        tps: list[TopicPartition],
+        spec: Any,
+        bounds: dict[TopicPartition, tuple[int, int]],
+        *,
+        default: int,
     ) -> dict[TopicPartition, int]:
         """Concrete offsets for an offset spec ("earliest" / "latest" / JSON dict / timestamp).
 

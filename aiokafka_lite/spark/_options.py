@@ -31,7 +31,14 @@ from typing import Any
 
 from aiokafka_lite.errors import IllegalArgumentError
 
-__all__ = ["EARLIEST", "LATEST", "KafkaOptions", "OffsetSpec", "parse_options", "parse_offsets_json"]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "KafkaOptions",
+    "OffsetSpec",
+    "parse_options",
+    "parse_offsets_json",
+]
 
 #: Special offsets in offset JSON, as in Spark and in Kafka's ListOffsets.
 EARLIEST = -2
@@ -77,7 +84,9 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
         if name == "bootstrap.servers":
             continue
         if name in _REFUSED:
-            raise IllegalArgumentError(f"Kafka option 'kafka.{name}' is not supported: {_REFUSED[name]}")
+            raise IllegalArgumentError(
+                f"Kafka option 'kafka.{name}' is not supported: {_REFUSED[name]}"
+            )
         kwarg = _RENAMED.get(name, name.replace(".", "_"))
         value = _convert(raw)
         if kwarg == "compression_type" and isinstance(value, str) and value.lower() in ("none", ""):
@@ -103,7 +112,9 @@ def parse_offsets_json(text: str, what: str) -> dict[str, dict[int, int]]:
         try:
             out[str(topic)] = {int(p): int(o) for p, o in parts.items()}
         except (TypeError, ValueError) as exc:
-            raise IllegalArgumentError(f"{what}: bad partition/offset under {topic!r}: {parts!r}") from exc
+            raise IllegalArgumentError(
+                f"{what}: bad partition/offset under {topic!r}: {parts!r}"
+            ) from exc
     return out
 
 
@@ -114,7 +125,9 @@ def _parse_assign(text: str) -> dict[str, list[int]]:
             raise ValueError
         return {str(t): sorted({int(p) for p in ps}) for t, ps in data.items()}
     except (TypeError, ValueError) as exc:
-        raise IllegalArgumentError(f"assign: expected JSON like {{\"topic\": [0, 1]}}, got {text!r}") from exc
+        raise IllegalArgumentError(
+            f'assign: expected JSON like {{"topic": [0, 1]}}, got {text!r}'
+        ) from exc
 
 
 def _offset_spec(opts: Mapping[str, str], name: str, ts_name: str, default: str) -> OffsetSpec:
@@ -122,7 +135,9 @@ def _offset_spec(opts: Mapping[str, str], name: str, ts_name: str, default: str)
         try:
             return ("timestamp", int(opts[ts_name]))
         except ValueError as exc:
-            raise IllegalArgumentError(f"{ts_name}: expected milliseconds, got {opts[ts_name]!r}") from exc
+            raise IllegalArgumentError(
+                f"{ts_name}: expected milliseconds, got {opts[ts_name]!r}"
+            ) from exc
     text = opts.get(name, default).strip()
     if text.lower() in ("earliest", "latest"):
         return text.lower()
@@ -192,17 +207,23 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise IllegalArgumentError(f"subscribePattern: invalid regex {pattern!r}: {exc}") from exc
+            raise IllegalArgumentError(
+                f"subscribePattern: invalid regex {pattern!r}: {exc}"
+            ) from exc
     assign = _parse_assign(opts["assign"]) if "assign" in opts else None
     if streaming and ("endingoffsets" in opts or "endingtimestamp" in opts):
         raise IllegalArgumentError("endingOffsets / endingTimestamp are for batch queries only")
-    starting = _offset_spec(opts, "startingoffsets", "startingtimestamp", "latest" if streaming else "earliest")
+    starting = _offset_spec(
+        opts, "startingoffsets", "startingtimestamp", "latest" if streaming else "earliest"
+    )
     ending = _offset_spec(opts, "endingoffsets", "endingtimestamp", "latest")
     if not streaming and starting == "latest":
         raise IllegalArgumentError("startingOffsets='latest' is not allowed in a batch query")
     if ending == "earliest":
         raise IllegalArgumentError("endingOffsets='earliest' is not allowed")
-    if isinstance(ending, dict) and any(o == EARLIEST for ps in ending.values() for o in ps.values()):
+    if isinstance(ending, dict) and any(
+        o == EARLIEST for ps in ending.values() for o in ps.values()
+    ):
         raise IllegalArgumentError("endingOffsets: -2 (earliest) is not allowed")
     poll = opts.get("kafkaconsumer.polltimeoutms")
     return KafkaOptions(

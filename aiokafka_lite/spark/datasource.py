@@ -103,7 +103,9 @@ def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
         raise TypeError(f"unexpected input partition {partition!r}")
     # read_range bounds its own waits (pollTimeoutMs); this is only a backstop
     backstop = partition.options.poll_timeout_ms / 1000 + 60
-    yield from sync.iterate(lambda: read_range(partition.options, partition.range), item_timeout=backstop)
+    yield from sync.iterate(
+        lambda: read_range(partition.options, partition.range), item_timeout=backstop
+    )
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -137,7 +139,8 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         done = sum(m.count for m in messages if isinstance(m, KafkaCommitMessage))
         log.warning(
             "aiokafka_lite: write aborted; %d records from successful tasks were already "
-            "written (Kafka writes are at-least-once and cannot be rolled back)", done
+            "written (Kafka writes are at-least-once and cannot be rolled back)",
+            done,
         )
 
 
@@ -241,7 +244,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = {tp: end for tp, (_, end) in bounds.items()}
         self._available = _to_json(latest)
         if self._target is not None:
-            latest = {tp: min(end, self._target.get(tp, bounds[tp][0])) for tp, end in latest.items()}
+            latest = {
+                tp: min(end, self._target.get(tp, bounds[tp][0])) for tp, end in latest.items()
+            }
         for tp, off in begin.items():  # a partition never moves backwards in the offsets log
             latest[tp] = max(latest.get(tp, off), off)
         full_start = {tp: begin.get(tp, bounds[tp][0] if tp in bounds else 0) for tp in latest}
@@ -260,8 +265,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     return await pc.list_offsets(missing, EARLIEST)
 
             begin.update(sync.run(earliest(), timeout=PLAN_TIMEOUT_S))
-        ranges = [OffsetRange(tp.topic, tp.partition, begin[tp], off) for tp, off in sorted(stop.items())]
-        return [KafkaInputPartition(r, self.options) for r in split_ranges(ranges, self.options.min_partitions)]
+        ranges = [
+            OffsetRange(tp.topic, tp.partition, begin[tp], off) for tp, off in sorted(stop.items())
+        ]
+        return [
+            KafkaInputPartition(r, self.options)
+            for r in split_ranges(ranges, self.options.min_partitions)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)
@@ -297,7 +307,9 @@ class KafkaDataSource(DataSource):
         opts = parse_options(self.options, streaming=streaming)
         check_client_options(opts)
         if read and not opts.has_source():
-            raise ValueError("give exactly one of the options 'subscribe', 'subscribePattern', 'assign'")
+            raise ValueError(
+                "give exactly one of the options 'subscribe', 'subscribePattern', 'assign'"
+            )
         return opts
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -316,4 +328,3 @@ class KafkaDataSource(DataSource):
 def register(spark: SparkSession) -> None:
     """Register :class:`KafkaDataSource` under the format name ``aiokafka_lite``."""
     spark.dataSource.register(KafkaDataSource)
-
