@@ -184,11 +184,19 @@ def test_engine_interleaves_peers_on_one_broker(kafka_bootstrap):
 
 
 @pytest.mark.parametrize("kind", ["consume", "roundtrip"])
-def test_engine_consume_and_roundtrip(kafka_bootstrap, kind):
+def test_engine_consume_and_roundtrip(kafka_bootstrap, kind, tmp_path):
     opts = BenchOptions(kind=kind, clients=["aiokafka_lite", "aiokafka"], records=2000,
-                        partitions=2, bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+                        partitions=2, bootstrap=kafka_bootstrap, timeout_s=60,
+                        profile_dir=str(tmp_path))  # fmt: skip
     report = run_benchmark(opts, _quiet())
     assert all("failed" not in r for r in report["runs"]), report["runs"]
+    # only aiokafka_lite runs are profiled
+    profiled = {r["client"]: r.get("profile") for r in report["runs"]}
+    assert profiled["aiokafka"] is None
+    import pstats
+
+    stats = pstats.Stats(profiled["aiokafka_lite"])
+    assert any("aiokafka_lite" in filename for filename, _line, _fn in stats.stats)
     for run in report["runs"]:
         assert run["records"] >= 2000 and run["records_per_s"] > 0
         assert run["mb_per_s"] == pytest.approx(run["bytes"] / run["elapsed_s"] / 1e6)

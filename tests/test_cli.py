@@ -303,3 +303,33 @@ def test_bench_produce_json(kafka_bootstrap, tmp_path, capsys):
     assert row["records_per_s"] > 0 and row["p50_ms"] is not None
     assert report["runs"][0]["records"] == 2000
     assert report["machine"]["cores"] >= 1
+
+
+@pytest.mark.parametrize("command", ["consume", "produce"])
+def test_ctrl_c_stops_cleanly(kafka_bootstrap, command):
+    name = _topic("cli-sigint")
+    assert main(["topics", "create", name, "--bootstrap", kafka_bootstrap]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [PY, "-m", "aiokafka_lite", command, name, "--bootstrap", kafka_bootstrap]
+    # consume waits for records that never come; produce waits for input that never comes
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        time.sleep(1.5)  # let it connect and start waiting
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130, err
+        assert err.strip().splitlines()[-1] == "aiokafka-lite: interrupted", err
+        assert "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=5)

@@ -82,6 +82,7 @@ class RunConfig:
     latency_samples: int = 20_000
     timeout_s: float = 300.0
     progress_interval_s: float = 0.1
+    profile_path: str = ""  # non-empty: run under cProfile and dump the stats there
 
     def to_json(self) -> str:
         """Serialise for the worker's command line."""

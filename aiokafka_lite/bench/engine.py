@@ -59,6 +59,7 @@ class BenchOptions:
     )
     timeout_s: float = 300.0
     populate_client: str = "aiokafka_lite"
+    profile_dir: str | None = None  # cProfile every aiokafka_lite run into this directory
 
     def run_config(self, client: str, bootstrap: str, topic: str) -> RunConfig:
         """The worker settings of one run."""
@@ -235,11 +236,21 @@ async def _run_all(opts: BenchOptions, bootstrap: str, ui: ProgressUI) -> list[d
                     await create_topic(bootstrap, topic, opts.partitions)
                 try:
                     cfg = opts.run_config(client, bootstrap, topic)
+                    if opts.profile_dir and client == "aiokafka_lite":
+                        tag = opts.kind + (f"-{opts.api}" if opts.kind == "produce" else "")
+                        path = Path(opts.profile_dir) / f"{tag}-{client}-r{round_no + 1}.prof"
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        cfg = replace(cfg, profile_path=str(path.resolve()))
+                        result_profile = str(path)
+                    else:
+                        result_profile = None
                     try:
                         result = await run_worker(cfg, ui, label)
                     except BenchError as exc:
                         result = {"client": client, "failed": str(exc)}
                     result["round"] = round_no + 1
+                    if result_profile and "failed" not in result:
+                        result["profile"] = result_profile
                     runs.append(result)
                 finally:
                     if shared_topic is None:

@@ -101,7 +101,16 @@ def run_config(cfg: RunConfig, progress: Progress | None = None) -> dict[str, An
     """Run one benchmark in this process and return the result dictionary."""
     progress = progress or Progress()
     runner = _runner(cfg.client)
-    measured = runner(cfg, progress)
+    if cfg.profile_path:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        try:
+            measured = profiler.runcall(runner, cfg, progress)
+        finally:
+            profiler.dump_stats(cfg.profile_path)
+    else:
+        measured = runner(cfg, progress)
     elapsed = float(measured["elapsed_s"])
     records = int(measured["records"])
     nbytes = int(measured.get("bytes", records * cfg.size))

@@ -77,6 +77,13 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    help="progress display on stderr (default: %(default)s)")  # fmt: skip
     o = p.add_argument_group("output")
     o.add_argument("--json", default=None, metavar="FILE", help="write the full results as JSON")
+    o.add_argument(
+        "--profile",
+        default=None,
+        metavar="DIR",
+        help="run aiokafka_lite under cProfile (slower!) and write one .prof per run into DIR; "
+        "prints the top functions by own time",
+    )
     o.add_argument("--plot", default=None, metavar="FILE.png",
                    help="draw throughput and latency (needs matplotlib)")  # fmt: skip
 
@@ -108,6 +115,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         bootstrap=args.bootstrap,
         broker_kind=args.broker,
         timeout_s=args.timeout,
+        profile_dir=args.profile,
     )
 
 
@@ -148,5 +156,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         except PlotError as exc:
             raise CliError(str(exc)) from None
         print(f"plot written to {args.plot}", file=sys.stderr)
+    profiles = [r["profile"] for r in report["runs"] if r.get("profile")]
+    if profiles:
+        import pstats
+
+        print(f"\nprofile of {profiles[0]} (own time; all runs in {args.profile}):")
+        pstats.Stats(profiles[0], stream=sys.stdout).sort_stats("tottime").print_stats(15)
     failed = sum(1 for r in report["runs"] if "failed" in r)
     return 1 if failed else 0
