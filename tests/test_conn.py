@@ -427,3 +427,70 @@ async def test_blocked_writes_respect_the_deadline():
         )
         assert any(isinstance(r, Errors.KafkaTimeoutError) for r in results)
         assert conn.closed
+
+
+async def test_fragmented_responses_are_reassembled():
+    """Answers dribbled one byte at a time (and several per segment) still match their calls."""
+
+    async def dribble(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        # FindCoordinator v0: error_code, node_id (= corr, to check the pairing), host, port
+        body = (
+            struct.pack(">ihi", corr, 0, corr) + struct.pack(">h", 1) + b"h" + struct.pack(">i", 1)
+        )
+        frame = struct.pack(">i", len(body)) + body
+        for i in range(len(frame)):
+            conn.send_raw(frame[i : i + 1])
+            await conn.writer.drain()
+            if i % 5 == 0:
+                await asyncio.sleep(0)
+
+    async with FakeBroker(dribble, ranges=[(18, 0, 0), (10, 0, 0)]) as fb:
+        conn = await _connect("127.0.0.1", fb.port, max_in_flight=50)
+        try:
+            reqs = [m.FindCoordinatorRequest(key=f"k{i}") for i in range(50)]
+            resps = await asyncio.wait_for(asyncio.gather(*(conn.send(r) for r in reqs)), 10)
+            corrs = [c for k, _v, c in fb.conns[0].requests if k == 10]
+            assert [r.node_id for r in resps] == corrs
+        finally:
+            conn.close()
+
+
+async def test_random_garbage_never_hangs():
+    """Whatever bytes come back, every pending call ends promptly with a KafkaError."""
+    import random
+
+    rng = random.Random(1234)
+    blobs: list[bytes] = []
+    for _ in range(40):
+        kind = rng.randrange(3)
+        if kind == 0:  # pure noise
+            blobs.append(rng.randbytes(rng.randrange(1, 64)))
+        elif kind == 1:  # a plausible frame with a noisy body (correlation id patched in later)
+            blobs.append(b"FRAME" + rng.randbytes(rng.randrange(0, 40)))
+        else:  # a truncated frame
+            blobs.append(
+                struct.pack(">i", rng.randrange(8, 500)) + rng.randbytes(rng.randrange(0, 8))
+            )
+    current: list[bytes] = []
+
+    async def garbage(conn: FakeConn, key: int, ver: int, corr: int) -> None:
+        blob = current[0]
+        if blob.startswith(b"FRAME"):
+            body = struct.pack(">i", corr) + blob[5:]
+            blob = struct.pack(">i", len(body)) + body
+        conn.send_raw(blob)
+        await conn.writer.drain()
+        conn.close()
+
+    async with FakeBroker(garbage) as fb:
+        for blob in blobs:
+            current[:] = [blob]
+            conn = await _connect("127.0.0.1", fb.port, request_timeout_ms=5000)
+            futs = [
+                asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[]))) for _ in range(3)
+            ]
+            _done, pending = await asyncio.wait(futs, timeout=2)
+            assert not pending, blob
+            for f in futs:
+                assert isinstance(f.exception(), Errors.KafkaError), (blob, f.exception())
+            conn.close()
