@@ -53,7 +53,7 @@ class EventOut(BaseModel):
     topic: str
     partition: int
     offset: int
-    timestamp: int
+    timestamp: int | None
 
 
 async def consume_forever(consumer: AIOKafkaConsumer, recent: deque[dict[str, Any]]) -> None:
