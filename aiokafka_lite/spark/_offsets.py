@@ -4,10 +4,13 @@ Coroutines here open their own :class:`~aiokafka_lite.client.KafkaClient` and cl
 returning; run them with :func:`aiokafka_lite.sync.run`.
 
 The exact end of a partition is taken from a Fetch response's high watermark (or last stable
-offset under ``read_committed``), not from ListOffsets(latest): Tansu 0.6 answers that with the
-base offset of its newest batch + 1, which is short of the end whenever that batch holds more
-than one record. A Fetch at a known-good offset with ``max_wait_ms=0`` is just as cheap and
-exact on every broker. The log start comes from ListOffsets(earliest).
+offset under ``read_committed``), not from ListOffsets(latest) alone: Tansu 0.6 answers that
+with the base offset of its newest batch + 1, which is short of the end whenever that batch
+holds more than one record. So the planner lists the latest offset, then fetches at it
+(``max_wait_ms=1``: Tansu answers ``0`` with no partitions at all) and keeps the watermark; the
+fetch returns nothing on a correct broker and one batch on Tansu. (Fetching at the log start
+instead would be exact too, but noida-db ignores ``max_bytes`` and sends the whole partition.)
+The log start comes from ListOffsets(earliest).
 """
 
 from __future__ import annotations
@@ -237,7 +240,8 @@ class PlanningClient:
     ) -> dict[TopicPartition, int]:
         """The exact end of each partition: a Fetch's high watermark (LSO if read_committed).
 
-        ``fetch_at`` gives an offset known to exist or to equal the end (the log start).
+        ``fetch_at`` gives an offset at or below the end, as close to it as known (the
+        response carries the records from there on).
         """
 
         async def one_node(
@@ -294,7 +298,11 @@ class PlanningClient:
         if not tps:
             return {}
         earliest = await self.list_offsets(tps, EARLIEST)
-        ends = await self.high_watermarks(tps, earliest)
+        listed = await self.list_offsets(tps, LATEST)
+        # Fetch where the end is claimed to be: an empty answer on a correct broker, the newest
+        # batch on Tansu. Never at the log start: noida-db ignores max_bytes and would send the
+        # whole partition.
+        ends = await self.high_watermarks(tps, {tp: max(earliest[tp], listed[tp]) for tp in tps})
         return {tp: (earliest[tp], max(earliest[tp], ends[tp])) for tp in tps}
 
     async def resolve(
