@@ -9,9 +9,12 @@ One :class:`KafkaClient` serves one producer, consumer or admin client.
   ``reconnect_backoff_max_ms``, +-20 % jitter; a successful connect resets it.
 * Bootstrap addresses are pseudo-nodes with ids ``-1, -2, ...``; they are used until the first
   metadata answer and later only as a last resort.
-* ONE refresher task owns metadata: it refreshes every ``metadata_max_age_ms`` and whenever
-  :meth:`KafkaClient.request_update` asks (requests coalesce into one future), never more often
-  than ``retry_backoff_ms``, always on the least-loaded node.
+* ONE refresher task owns metadata (:mod:`aiokafka_lite._metadata`): it refreshes every
+  ``metadata_max_age_ms`` and whenever :meth:`KafkaClient.request_update` asks (requests
+  coalesce into one future), never more often than ``retry_backoff_ms``, always on the
+  least-loaded node.
+* A caller's cancellation is never turned into another error; ``close()`` turns pending
+  connects and refresh waits into ``KafkaConnectionError``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import errors as Errors
+from ._metadata import MetadataRefresher
 from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
 from .protocol import messages as m
@@ -92,7 +96,6 @@ class KafkaClient:
         self.metadata_max_age_ms = metadata_max_age_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
-        self.allow_auto_topic_creation = allow_auto_topic_creation
         self._conn_args: dict[str, Any] = dict(
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
@@ -110,15 +113,14 @@ class KafkaClient:
         self._connecting: dict[tuple[int, str], asyncio.Task[BrokerConnection]] = {}
         self._failures: dict[int, int] = {}
         self._backoff_until: dict[int, float] = {}
-        self._topics: set[str] = set()
-        self._need_all_topics = False
         self._api_versions: dict[int, tuple[int, int]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._md_task: asyncio.Task[None] | None = None
-        self._md_event: asyncio.Event | None = None
-        self._md_future: asyncio.Future[ClusterMetadata] | None = None
-        self._last_refresh = 0.0
-        self._last_attempt = -1e9
+        self._metadata = MetadataRefresher(
+            self,
+            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+        )
         self._started = False
         self._closed = False
 
@@ -131,13 +133,12 @@ class KafkaClient:
         if self._closed:
             raise Errors.IllegalStateError("KafkaClient is closed")
         self._loop = asyncio.get_running_loop()
-        self._md_event = asyncio.Event()
         errors: list[str] = []
         for idx, (host, port) in enumerate(self._bootstrap):
             node_id = -(idx + 1)
             try:
                 conn = await self._get_conn(node_id, "default")
-                resp = await conn.send(self._metadata_request())
+                resp = await conn.send(self._metadata.request())
                 if not resp.brokers:
                     raise Errors.KafkaConnectionError("metadata answer lists no brokers")
             except Errors.KafkaError as exc:
@@ -146,7 +147,6 @@ class KafkaClient:
                 continue
             self._api_versions = conn.api_versions
             self.cluster.update_metadata(resp)
-            self._last_refresh = self._last_attempt = self._loop.time()
             self._adopt_bootstrap_conns()
             break
         else:
@@ -158,7 +158,7 @@ class KafkaClient:
                 + ")"
             )
         self._started = True
-        self._md_task = self._loop.create_task(self._metadata_loop())
+        self._metadata.start(self._loop.time())
 
     bootstrap = start  # aiokafka's name
 
@@ -168,16 +168,12 @@ class KafkaClient:
             return
         self._closed = True
         tasks: list[asyncio.Task[Any]] = []
-        if self._md_task is not None:
-            self._md_task.cancel()
-            tasks.append(self._md_task)
+        md_task = self._metadata.stop()
+        if md_task is not None:
+            tasks.append(md_task)
         for t in list(self._connecting.values()):
             t.cancel()
             tasks.append(t)
-        fut = self._md_future
-        if fut is not None and not fut.done():
-            fut.set_exception(Errors.KafkaConnectionError("client closed"))
-            fut.exception()  # nobody may be waiting: mark retrieved
         conns = list(self._conns.values())
         self._conns.clear()
         for conn in conns:
@@ -199,59 +195,40 @@ class KafkaClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # ---------------------------------------------------------------- topics
+    # -------------------------------------------------------------- metadata
 
     @property
     def need_all_topics(self) -> bool:
         """Fetch metadata for every topic (pattern subscriptions)."""
-        return self._need_all_topics
+        return self._metadata.need_all_topics
 
     @need_all_topics.setter
     def need_all_topics(self, value: bool) -> None:
-        if bool(value) != self._need_all_topics:
-            self._need_all_topics = bool(value)
-            if self._started:
-                self.request_update()
+        self._metadata.need_all_topics = value
+
+    @property
+    def allow_auto_topic_creation(self) -> bool:
+        """Sent in every metadata request (the broker may create unknown tracked topics)."""
+        return self._metadata.allow_auto_topic_creation
+
+    @allow_auto_topic_creation.setter
+    def allow_auto_topic_creation(self, value: bool) -> None:
+        self._metadata.allow_auto_topic_creation = bool(value)
 
     @property
     def topics(self) -> frozenset[str]:
         """Topics whose metadata the refresher fetches."""
-        return frozenset(self._topics)
+        return frozenset(self._metadata.topics)
 
     def add_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
         """Track more topics; returns the refresh future (already done if nothing changed)."""
-        new = set(topics) - self._topics
-        if new:
-            self._topics |= new
-            return self.request_update()
-        return self._done_future()
+        return self._metadata.add_topics(topics)
 
     add_topic = add_topics
 
     def set_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
-        """Track exactly ``topics``; returns the refresh future (done if nothing changed)."""
-        new = set(topics)
-        if new != self._topics:
-            added = new - self._topics
-            self._topics = new
-            if added:
-                return self.request_update()
-        return self._done_future()
-
-    def _done_future(self) -> asyncio.Future[ClusterMetadata]:
-        fut: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
-        fut.set_result(self.cluster)
-        return fut
-
-    # -------------------------------------------------------------- metadata
-
-    def _metadata_request(self) -> Any:
-        topics = None
-        if not self._need_all_topics:
-            topics = [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._topics)]
-        return m.MetadataRequest(
-            topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation
-        )
+        """Track exactly ``topics``; returns the refresh future (done if nothing was added)."""
+        return self._metadata.set_topics(topics)
 
     def request_update(self) -> asyncio.Future[ClusterMetadata]:
         """Ask for a refresh; returns a future resolved with the cluster after the next success.
@@ -259,17 +236,7 @@ class KafkaClient:
         Calls before the refresh starts share one future. The future only resolves on success:
         wait on it with a timeout (it fails with KafkaConnectionError once the client is closed).
         """
-        if self._closed:  # a failed (already retrieved) future: callers may ignore it
-            failed: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
-            failed.set_exception(Errors.KafkaConnectionError("client closed"))
-            failed.exception()
-            return failed
-        fut = self._md_future
-        if fut is None or fut.done():
-            fut = self._md_future = asyncio.get_running_loop().create_future()
-        if self._md_event is not None:
-            self._md_event.set()
-        return fut
+        return self._metadata.request_update()
 
     async def force_metadata_update(self) -> bool:
         """Refresh now; True on success, False if no refresh succeeded in request_timeout_ms."""
@@ -283,89 +250,12 @@ class KafkaClient:
 
     async def wait_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int]:
         """Partition ids of ``topic``, refreshing metadata until known; KafkaTimeoutError after."""
-        loop = asyncio.get_running_loop()
-        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
-        deadline = loop.time() + timeout
-        self.add_topics([topic])
-        while True:
-            parts = self.cluster.partitions_for_topic(topic)
-            if parts:
-                return parts
-            code = self.cluster.topic_error(topic)
-            if code and not Errors.for_code(code).retriable:
-                raise Errors.for_code(code)(f"metadata for topic {topic!r}")
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(asyncio.shield(self.request_update()), remaining)
-            except asyncio.TimeoutError:
-                break
-        raise Errors.KafkaTimeoutError(
-            f"topic {topic!r} not found in metadata after {timeout * 1000:.0f} ms"
-        )
+        timeout = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        return await self._metadata.wait_for_topic(topic, timeout / 1000)
 
-    async def _metadata_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        event = self._md_event
-        assert event is not None
-        backoff = self.retry_backoff_ms / 1000
-        while True:
-            fut = self._md_future
-            if fut is None or fut.done():
-                wait = self._last_refresh + self.metadata_max_age_ms / 1000 - loop.time()
-                if wait > 0:
-                    try:
-                        await asyncio.wait_for(event.wait(), wait)
-                    except asyncio.TimeoutError:
-                        pass
-            gap = self._last_attempt + backoff - loop.time()
-            if gap > 0:
-                await asyncio.sleep(gap)
-            event.clear()
-            fut, self._md_future = self._md_future, None
-            self._last_attempt = loop.time()
-            ok = await self._refresh_once()
-            if ok:
-                self._last_refresh = loop.time()
-                if fut is not None and not fut.done():
-                    fut.set_result(self.cluster)
-            else:
-                if fut is not None and not fut.done():
-                    self._requeue(fut)
-                event.set()  # retry after retry_backoff_ms
-
-    def _requeue(self, fut: asyncio.Future[ClusterMetadata]) -> None:
-        """A refresh failed: its waiters wait for the next one (merged with newer waiters)."""
-        newer = self._md_future
-        if newer is None or newer.done():
-            self._md_future = fut
-        else:
-            newer.add_done_callback(functools.partial(_chain, dst=fut))
-
-    async def _refresh_once(self) -> bool:
-        node_id = self.least_loaded_node()
-        try:
-            resp = await self.send(node_id, self._metadata_request())
-        except asyncio.CancelledError:
-            raise
-        except Errors.KafkaError as exc:
-            log.info("metadata refresh via node %s failed: %s", node_id, exc)
-            return False
-        except Exception:  # a bug must not kill the one refresher task
-            log.exception("metadata refresh via node %s crashed", node_id)
-            return False
-        if not resp.brokers:
-            log.warning("ignoring a metadata answer without brokers from node %s", node_id)
-            return False
-        try:
-            self.cluster.update_metadata(resp)
-        except Exception:
-            log.exception("cannot apply metadata answer from node %s", node_id)
-            return False
+    def _after_metadata_update(self) -> None:
         self._adopt_bootstrap_conns()
         self._close_moved_conns()
-        return True
 
     def _close_moved_conns(self) -> None:
         """Close connections to nodes that left the cluster or changed address."""
@@ -652,15 +542,3 @@ def _now() -> float:
         return asyncio.get_running_loop().time()
     except RuntimeError:  # called outside the loop (e.g. from a sync helper)
         return time.monotonic()  # what the default event loops use for loop.time()
-
-
-def _chain(src: asyncio.Future[ClusterMetadata], dst: asyncio.Future[ClusterMetadata]) -> None:
-    if dst.done():
-        return
-    if src.cancelled():
-        dst.cancel()
-    elif src.exception() is not None:
-        dst.set_exception(src.exception())  # type: ignore[arg-type]
-        dst.exception()
-    else:
-        dst.set_result(src.result())

@@ -96,7 +96,7 @@ class _Spy:
         self.started = asyncio.Event()
         self.release = asyncio.Event()
         self.release.set()
-        real = client._refresh_once
+        real = client._metadata._refresh_once
 
         async def counting() -> bool:
             self.calls += 1
@@ -104,7 +104,7 @@ class _Spy:
             await asyncio.wait_for(self.release.wait(), 5)
             return await real()
 
-        client._refresh_once = counting  # type: ignore[method-assign]
+        client._metadata._refresh_once = counting  # type: ignore[method-assign]
 
 
 async def test_request_update_coalesces(kafka_bootstrap):
@@ -389,3 +389,17 @@ async def test_close_wakes_senders_waiting_for_connect():
         assert isinstance(sender.exception(), Errors.KafkaConnectionError)
     finally:
         server.close()
+
+
+async def test_topics_tracked_before_start_are_in_the_bootstrap_refresh(kafka_bootstrap, new_topic):
+    topic = await new_topic(3)
+    client = KafkaClient(bootstrap_servers=kafka_bootstrap)
+    fut = client.add_topics([topic])
+    try:
+        await client.start()
+        assert fut.done() and fut.result() is client.cluster
+        assert client.cluster.partitions_for_topic(topic) == {0, 1, 2}
+        assert client.topics == {topic}
+        assert client.set_topics([topic]).done()  # nothing added: no refresh needed
+    finally:
+        await client.close()

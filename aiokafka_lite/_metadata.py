@@ -1,0 +1,243 @@
+"""The metadata refresher: the ONE task that keeps a client's ClusterMetadata fresh.
+
+It refreshes every ``metadata_max_age_ms`` and whenever :meth:`MetadataRefresher.request_update`
+asks. Requests made before a refresh starts share one future, resolved with the cluster after
+that refresh succeeds; a request made while a refresh runs gets the next one (the topic list may
+have changed). Refreshes start at least ``retry_backoff_ms`` apart; a failed refresh is retried
+after that backoff and its waiters wait for the next success. Each refresh asks the client's
+least-loaded node for the tracked topics (or every topic when ``need_all_topics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from . import errors as Errors
+from .cluster import ClusterMetadata
+from .protocol import messages as m
+
+if TYPE_CHECKING:
+    from .client import KafkaClient
+
+__all__ = ["MetadataRefresher"]
+
+log = logging.getLogger(__name__)
+
+Waiter = asyncio.Future[ClusterMetadata]
+
+
+class MetadataRefresher:
+    """Tracked topics, the refresh task and the futures of those waiting for a refresh."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        *,
+        metadata_max_age_ms: int,
+        retry_backoff_ms: int,
+        allow_auto_topic_creation: bool,
+    ) -> None:
+        self._client = client
+        self.cluster = client.cluster
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.topics: set[str] = set()
+        self._need_all_topics = False
+        self._task: asyncio.Task[None] | None = None
+        self._event: asyncio.Event | None = None
+        self._future: Waiter | None = None
+        self._last_refresh = 0.0
+        self._last_attempt = -1e9
+        self._stopped = False
+
+    # ---------------------------------------------------------------- topics
+
+    @property
+    def need_all_topics(self) -> bool:
+        """Fetch metadata for every topic (pattern subscriptions)."""
+        return self._need_all_topics
+
+    @need_all_topics.setter
+    def need_all_topics(self, value: bool) -> None:
+        if bool(value) != self._need_all_topics:
+            self._need_all_topics = bool(value)
+            if self._task is not None:
+                self.request_update()
+
+    def add_topics(self, topics: Iterable[str]) -> Waiter:
+        """Track more topics; returns the refresh future (already done if nothing changed)."""
+        new = set(topics) - self.topics
+        if new:
+            self.topics |= new
+            return self.request_update()
+        return self._done_future()
+
+    def set_topics(self, topics: Iterable[str]) -> Waiter:
+        """Track exactly ``topics``; returns the refresh future (done if nothing was added)."""
+        new = set(topics)
+        added = new - self.topics
+        self.topics = new
+        return self.request_update() if added else self._done_future()
+
+    def _done_future(self) -> Waiter:
+        fut: Waiter = asyncio.get_running_loop().create_future()
+        fut.set_result(self.cluster)
+        return fut
+
+    def request(self) -> Any:
+        """The MetadataRequest a refresh sends (also used for bootstrap)."""
+        topics = None
+        if not self._need_all_topics:
+            topics = [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self.topics)]
+        return m.MetadataRequest(
+            topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation
+        )
+
+    # --------------------------------------------------------------- waiting
+
+    def request_update(self) -> Waiter:
+        """Ask for a refresh; returns a future resolved with the cluster after the next success.
+
+        The future only resolves on success: wait on it with a timeout. Once stopped, the
+        future returned is already failed (KafkaConnectionError) and marked retrieved.
+        """
+        loop = asyncio.get_running_loop()
+        if self._stopped:
+            failed: Waiter = loop.create_future()
+            failed.set_exception(Errors.KafkaConnectionError("client closed"))
+            failed.exception()
+            return failed
+        fut = self._future
+        if fut is None or fut.done():
+            fut = self._future = loop.create_future()
+        if self._event is not None:
+            self._event.set()
+        return fut
+
+    async def wait_for_topic(self, topic: str, timeout: float) -> set[int]:
+        """Partition ids of ``topic``, refreshing until known; KafkaTimeoutError after ``timeout`` s.
+
+        A non-retriable topic error (e.g. TopicAuthorizationFailedError) is raised at once.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self.add_topics([topic])
+        while True:
+            parts = self.cluster.partitions_for_topic(topic)
+            if parts:
+                return parts
+            code = self.cluster.topic_error(topic)
+            if code and not Errors.for_code(code).retriable:
+                raise Errors.for_code(code)(f"metadata for topic {topic!r}")
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(asyncio.shield(self.request_update()), remaining)
+            except asyncio.TimeoutError:
+                break
+        raise Errors.KafkaTimeoutError(
+            f"topic {topic!r} not found in metadata after {timeout * 1000:.0f} ms"
+        )
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start(self, refreshed_at: float) -> None:
+        """Start the refresh task; ``refreshed_at`` is the loop time of the bootstrap refresh."""
+        loop = asyncio.get_running_loop()
+        self._last_refresh = self._last_attempt = refreshed_at
+        self._event = asyncio.Event()
+        fut, self._future = self._future, None
+        if fut is not None and not fut.done():
+            fut.set_result(self.cluster)  # asked before start: the bootstrap refresh answered it
+        self._task = loop.create_task(self._run())
+
+    def stop(self) -> asyncio.Task[None] | None:
+        """Cancel the task (returned, to be awaited) and fail whoever still waits."""
+        self._stopped = True
+        fut, self._future = self._future, None
+        if fut is not None and not fut.done():
+            fut.set_exception(Errors.KafkaConnectionError("client closed"))
+            fut.exception()  # nobody may be waiting: mark retrieved
+        task = self._task
+        if task is not None:
+            task.cancel()
+        return task
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        event = self._event
+        assert event is not None
+        backoff = self.retry_backoff_ms / 1000
+        while True:
+            fut = self._future
+            if fut is None or fut.done():
+                wait = self._last_refresh + self.metadata_max_age_ms / 1000 - loop.time()
+                if wait > 0:
+                    try:
+                        await asyncio.wait_for(event.wait(), wait)
+                    except asyncio.TimeoutError:
+                        pass
+            gap = self._last_attempt + backoff - loop.time()
+            if gap > 0:
+                await asyncio.sleep(gap)
+            event.clear()
+            fut, self._future = self._future, None
+            self._last_attempt = loop.time()
+            if await self._refresh_once():
+                self._last_refresh = loop.time()
+                if fut is not None and not fut.done():
+                    fut.set_result(self.cluster)
+            else:
+                if fut is not None and not fut.done():
+                    self._requeue(fut)
+                event.set()  # retry after retry_backoff_ms
+
+    def _requeue(self, fut: Waiter) -> None:
+        """A refresh failed: its waiters wait for the next one (merged with newer waiters)."""
+        newer = self._future
+        if newer is None or newer.done():
+            self._future = fut
+        else:
+            newer.add_done_callback(functools.partial(_chain, dst=fut))
+
+    async def _refresh_once(self) -> bool:
+        client = self._client
+        node_id = client.least_loaded_node()
+        try:
+            resp = await client.send(node_id, self.request())
+        except asyncio.CancelledError:
+            raise
+        except Errors.KafkaError as exc:
+            log.info("metadata refresh via node %s failed: %s", node_id, exc)
+            return False
+        except Exception:  # a bug must not kill the one refresher task
+            log.exception("metadata refresh via node %s crashed", node_id)
+            return False
+        if not resp.brokers:
+            log.warning("ignoring a metadata answer without brokers from node %s", node_id)
+            return False
+        try:
+            self.cluster.update_metadata(resp)
+        except Exception:
+            log.exception("cannot apply metadata answer from node %s", node_id)
+            return False
+        client._after_metadata_update()
+        return True
+
+
+def _chain(src: Waiter, dst: Waiter) -> None:
+    if dst.done():
+        return
+    if src.cancelled():
+        dst.cancel()
+    elif src.exception() is not None:
+        dst.set_exception(src.exception())  # type: ignore[arg-type]
+        dst.exception()
+    else:
+        dst.set_result(src.result())
