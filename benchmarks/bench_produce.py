@@ -9,6 +9,9 @@ neighbour hurts everyone alike); the table shows medians over rounds, records/s 
 the first send until the last acknowledgement. ``aiokafka_lite batch`` is the bulk path
 (``create_batch`` + ``send_batch``).
 
+Also printed: client CPU time per record (process time of the benchmark process, which includes
+librdkafka's and kafka-python's own threads): less sensitive to a busy machine than wall time.
+
 Latency: sequential ``send_and_wait`` (linger 0, acks=1) p50/p99 per client (confluent-kafka:
 produce + flush; kafka-python: send().get()).
 """
@@ -41,12 +44,13 @@ async def _lite(bootstrap: str, topic: str, n: int) -> float:
         await p.send_and_wait(topic, b"warm-up")
         send = p.send
         t0 = time.perf_counter()
+        c0 = time.process_time()
         fut = None
         for _ in range(n):
             fut = await send(topic, VALUE)
         await fut  # type: ignore[misc]
         await p.flush()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
     finally:
         await p.stop()
 
@@ -59,6 +63,7 @@ async def _lite_batch(bootstrap: str, topic: str, n: int) -> float:
     try:
         await p.send_and_wait(topic, b"warm-up")
         t0 = time.perf_counter()
+        c0 = time.process_time()
         futs = []
         left = n
         while left:
@@ -67,7 +72,7 @@ async def _lite_batch(bootstrap: str, topic: str, n: int) -> float:
                 left -= 1
             futs.append(await p.send_batch(batch, topic, partition=0))
         await asyncio.gather(*futs)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
     finally:
         await p.stop()
 
@@ -81,12 +86,13 @@ async def _aiokafka(bootstrap: str, topic: str, n: int) -> float:
         await p.send_and_wait(topic, b"warm-up")
         send = p.send
         t0 = time.perf_counter()
+        c0 = time.process_time()
         fut = None
         for _ in range(n):
             fut = await send(topic, VALUE)
         await fut  # type: ignore[misc]
         await p.flush()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
     finally:
         await p.stop()
 
@@ -99,10 +105,11 @@ def _kafka_python(bootstrap: str, topic: str, n: int) -> float:
         p.send(topic, b"warm-up").get(timeout=30)
         send = p.send
         t0 = time.perf_counter()
+        c0 = time.process_time()
         for _ in range(n):
             send(topic, VALUE)
         p.flush(timeout=120)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
     finally:
         p.close(timeout=10)
 
@@ -115,6 +122,7 @@ def _confluent(bootstrap: str, topic: str, n: int) -> float:
     p.flush(30)
     produce, poll = p.produce, p.poll
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for _ in range(n):
         try:
             produce(topic, VALUE)
@@ -123,7 +131,7 @@ def _confluent(bootstrap: str, topic: str, n: int) -> float:
             produce(topic, VALUE)
     left = p.flush(120)
     assert left == 0, f"confluent-kafka left {left} records undelivered"
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 # ---- latency runners (each returns a list of seconds) ---------------------------------------
@@ -267,21 +275,35 @@ def main() -> None:
             f"1 partition, acks=1, linger 5 ms, {args.rounds} interleaved rounds"
         )
         rates: dict[str, list[float]] = {c: [] for c in clients}
+        cpus: dict[str, list[float]] = {c: [] for c in clients}
         for r in range(args.rounds):
             for c in clients:
                 topic = f"bench-{c.replace(' ', '-')}-{r}-{uuid.uuid4().hex[:6]}"
                 _create_topic(bootstrap, topic)
-                elapsed = _run(throughput[c], bootstrap, topic, args.records)
+                elapsed, cpu = _run(throughput[c], bootstrap, topic, args.records)
                 rates[c].append(args.records / elapsed)
-                print(f"  round {r + 1} {c:22s} {args.records / elapsed:12,.0f} rec/s", flush=True)
+                cpus[c].append(cpu / args.records * 1e6)
+                print(
+                    f"  round {r + 1} {c:22s} {args.records / elapsed:12,.0f} rec/s"
+                    f"  {cpu / args.records * 1e6:6.2f} client CPU us/rec",
+                    flush=True,
+                )
         med = {c: statistics.median(v) for c, v in rates.items()}
-        print("\nthroughput (median records/s)")
+        mcpu = {c: statistics.median(v) for c, v in cpus.items()}
+        print("\nthroughput (median records/s; client CPU per record: process time, all threads)")
         for c in clients:
             extra = []
             for ref in ("aiokafka", "confluent-kafka"):
                 if ref in med and ref != c:
                     extra.append(f"{med[c] / med[ref]:5.2f}x {ref}")
-            print(f"  {c:22s} {med[c]:12,.0f}  {med[c] * 100 / 1e6:6.2f} MB/s   {'  '.join(extra)}")
+            print(
+                f"  {c:22s} {med[c]:12,.0f}  {med[c] * 100 / 1e6:6.2f} MB/s  "
+                f"{mcpu[c]:6.2f} us/rec   {'  '.join(extra)}"
+            )
+        if "aiokafka_lite" in mcpu and "aiokafka" in mcpu:
+            print(
+                f"  CPU per record, aiokafka / aiokafka_lite: {mcpu['aiokafka'] / mcpu['aiokafka_lite']:.2f}x"
+            )
 
         if args.latency_count:
             print(f"\nsend_and_wait latency, linger 0 ({args.latency_count} sequential sends)")
