@@ -300,3 +300,42 @@ async def test_cancelled_waiter_does_not_affect_other_records(
 
 async def _await(handle: Any) -> Any:
     return await handle
+
+
+async def test_broker_rejection_fails_only_affected_records(
+    kafka_bootstrap: str, new_topic, broker: Any
+) -> None:
+    """A record the broker refuses (over its 1 MiB message limit) fails with the mapped error;
+    the other partition's record in the same request is delivered."""
+    broker.skip_on("tansu", reason="Tansu has no message size limit")
+    topic = await new_topic(partitions=2)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap,
+        max_request_size=8 * 1024 * 1024,
+        max_batch_size=4 * 1024 * 1024,
+        linger_ms=20,
+    ) as producer:
+        big = await producer.send(topic, b"x" * (2 * 1024 * 1024), partition=0)
+        small = await producer.send(topic, b"small", partition=1)
+        with pytest.raises(Errors.KafkaError) as info:
+            await asyncio.wait_for(big, 30)
+        assert isinstance(
+            info.value, (Errors.MessageSizeTooLargeError, Errors.RecordListTooLargeError)
+        ), info.value
+        md = await asyncio.wait_for(small, 30)
+        assert (md.partition, md.offset) == (1, 0)
+        assert producer._acc.pool.used == 0
+
+
+async def test_start_against_silent_broker_fails_in_time() -> None:
+    """A server that accepts connections and never answers: start() fails, stop() is clean."""
+    import socket
+
+    with socket.socket() as srv:  # a "broker" that accepts and never answers
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        producer = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=500)
+        with pytest.raises(Errors.KafkaError):
+            await asyncio.wait_for(producer.start(), 10)
+        await asyncio.wait_for(producer.stop(), 10)

@@ -214,6 +214,8 @@ async def test_stop_fails_undeliverable_records(proxy: Proxy) -> None:
     proxy.stalled = True
     try:
         handles = [await producer.send(topic, b"x" * 100, partition=0) for _ in range(500)]
+        with pytest.raises(Errors.KafkaTimeoutError):
+            await producer.flush(timeout=0.3)
         t0 = time.monotonic()
         await asyncio.wait_for(producer.stop(), 20)
         assert time.monotonic() - t0 < 15
