@@ -339,3 +339,25 @@ async def test_start_against_silent_broker_fails_in_time() -> None:
         with pytest.raises(Errors.KafkaError):
             await asyncio.wait_for(producer.start(), 10)
         await asyncio.wait_for(producer.stop(), 10)
+
+
+async def test_idempotent_producer_recovers_from_a_rejected_batch(
+    kafka_bootstrap: str, new_topic, broker: Any
+) -> None:
+    """A rejected batch leaves a sequence gap; the producer moves to a new epoch and the
+    following records of the same partition are delivered."""
+    broker.skip_on("tansu", reason="Tansu has no message size limit")
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap,
+        enable_idempotence=True,
+        max_request_size=8 * 1024 * 1024,
+        max_batch_size=4 * 1024 * 1024,
+    ) as producer:
+        assert (await producer.send_and_wait(topic, b"before")).offset == 0
+        big = await producer.send(topic, b"x" * (2 * 1024 * 1024))
+        with pytest.raises(Errors.KafkaError):
+            await asyncio.wait_for(big, 30)
+        after = [await producer.send(topic, b"after-%d" % i) for i in range(50)]
+        mds = await asyncio.wait_for(asyncio.gather(*after), 30)
+        assert [md.offset for md in mds] == list(range(1, 51))

@@ -97,9 +97,12 @@ async def test_send_offsets_to_transaction(kafka_bootstrap: str, new_topic) -> N
     group = f"g-{uuid.uuid4().hex[:8]}"
     from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-    async with AIOKafkaProducer(
-        bootstrap_servers=kafka_bootstrap, transactional_id=f"txo-{uuid.uuid4().hex[:8]}"
-    ) as producer, producer.transaction():
+    async with (
+        AIOKafkaProducer(
+            bootstrap_servers=kafka_bootstrap, transactional_id=f"txo-{uuid.uuid4().hex[:8]}"
+        ) as producer,
+        producer.transaction(),
+    ):
         await producer.send(topic, b"x")
         await producer.send_offsets_to_transaction(
             {TopicPartition(topic, 0): OffsetAndMetadata(42, "meta")}, group
@@ -143,3 +146,29 @@ async def test_second_producer_fences_first(kafka_bootstrap: str, new_topic, bro
             await p2.stop()
     finally:
         await p1.stop()
+
+
+async def test_failed_record_makes_commit_fail_then_abort_recovers(
+    kafka_bootstrap: str, new_topic, broker: Any
+) -> None:
+    broker.skip_on("tansu", reason="Tansu has no message size limit")
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap,
+        transactional_id=f"txf-{uuid.uuid4().hex[:8]}",
+        max_request_size=8 * 1024 * 1024,
+        max_batch_size=4 * 1024 * 1024,
+    ) as producer:
+        await producer.begin_transaction()
+        big = await producer.send(topic, b"x" * (2 * 1024 * 1024))
+        with pytest.raises(Errors.KafkaError):
+            await asyncio.wait_for(producer.commit_transaction(), 30)
+        assert big.done() and big.exception() is not None
+        await asyncio.wait_for(producer.abort_transaction(), 30)
+        async with producer.transaction():
+            md = await (await producer.send(topic, b"after"))
+        assert md.offset >= 0
+    visible = await asyncio.to_thread(
+        _consume_confluent, kafka_bootstrap, topic, "read_committed", 1
+    )
+    assert visible == [b"after"]

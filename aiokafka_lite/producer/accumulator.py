@@ -342,7 +342,8 @@ class Accumulator:
         self.send_now: Callable[[ProducerBatch], bool] | None = None
         self.closed_error: KafkaError | None = None
         self.flushing = 0
-        self.fail_hook: Callable[[BaseException], None] | None = None
+        #: called with (batch, error) whenever a batch fails
+        self.fail_hook: Callable[[ProducerBatch, BaseException], None] | None = None
         self._tps: dict[tuple[str, int], TopicPartition] = {}
 
     # ---- appending -------------------------------------------------------------------------
@@ -549,7 +550,7 @@ class Accumulator:
             fut.exception()  # mark retrieved: callers may never await a failed send
             _wake_waiters(batch)
             if self.fail_hook is not None:
-                self.fail_hook(exc)
+                self.fail_hook(batch, exc)
         self._release(batch)
 
     fail = _fail_batch

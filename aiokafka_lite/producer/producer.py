@@ -165,8 +165,6 @@ class AIOKafkaProducer:
             max_request_size=max_request_size,
             txn=self._txn,
         )
-        if self._txn is not None and self._txn.transactional:
-            self._acc.fail_hook = self._txn.set_error
         self._acc_open = self._acc.open
         self._size_guard = max(0, (max_request_size - 4096) // 2)
         self._started = False
@@ -454,6 +452,8 @@ class AIOKafkaProducer:
         # wait for what is already in flight
         await self._acc.flush(self._delivery_timeout_ms / 1000)
         await txn.end(commit=False)
+        if txn.needs_bump:  # a failed batch left a sequence gap: continue on a new epoch
+            await txn.bump_epoch()
 
     def transaction(self) -> TransactionContext:
         """``async with producer.transaction():`` commits on success, aborts on error."""

@@ -69,6 +69,7 @@ class Sender:
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         acc.wakeup = self.wakeup
+        acc.fail_hook = self._on_batch_failed
         acc.kick = self._kick
         if acc.linger == 0 and (txn is None or not txn.transactional):
             acc.send_now = self.send_now
@@ -179,6 +180,19 @@ class Sender:
             while dq:
                 self.acc.fail(dq.popleft(), err)
 
+    def _on_batch_failed(self, batch: ProducerBatch, exc: BaseException) -> None:
+        """A failed batch that held sequence numbers leaves a gap: the epoch must change
+        (at once for an idempotent producer, after the abort for a transactional one)."""
+        txn = self.txn
+        if txn is None:
+            return
+        if txn.transactional:
+            txn.set_error(exc)
+            if batch.sequence >= 0:
+                txn.needs_bump = True
+        elif batch.sequence >= 0 and not self._closing:
+            self._bump_needed = True
+
     def send_now(self, batch: ProducerBatch) -> bool:
         """linger 0: ship a just-opened batch from ``send()`` itself when its partition and
         node are free (saves a sender wake-up: lower latency). Otherwise it keeps filling."""
@@ -237,15 +251,7 @@ class Sender:
         txn = self.txn
         assert txn is not None
         self._bump_needed = False
-        try:
-            await txn.init_producer_id(bump=True)
-        except Errors.KafkaError as exc:
-            if txn.transactional or _is_retriable(exc):
-                raise
-            # some brokers (Tansu) refuse to bump an idempotent producer: take a new id
-            log.info("epoch bump refused (%r): requesting a new producer id", exc)
-            txn.producer_id = txn.producer_epoch = -1
-            await txn.init_producer_id()
+        await txn.bump_epoch()
         for tp, dq in self.acc.pending.items():
             for batch in dq:
                 if batch.sequence >= 0:

@@ -79,6 +79,7 @@ class TransactionManager:
         self.partitions: set[TopicPartition] = set()  # in the current transaction
         self.offsets_added = False
         self.coordinator: int | None = None
+        self.needs_bump = False  # a batch holding sequence numbers failed: epoch must change
         self._init_lock = asyncio.Lock()
 
     # ---- identity and sequences ----------------------------------------------------------
@@ -136,6 +137,22 @@ class TransactionManager:
             if self.state in (TxnState.UNINITIALIZED, TxnState.ABORTABLE_ERROR, TxnState.ABORTING):
                 self.state = TxnState.READY
             log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+
+    async def bump_epoch(self) -> None:
+        """Next epoch, sequences from 0 (KIP-360): after a batch with a sequence number failed.
+
+        Brokers that refuse the bump for an idempotent producer (Tansu answers -1) get a plain
+        InitProducerId instead: a new producer id serves the same purpose.
+        """
+        self.needs_bump = False
+        try:
+            await self.init_producer_id(bump=True)
+        except Errors.KafkaError as exc:
+            if isinstance(exc, _FATAL) or getattr(exc, "retriable", False):
+                raise
+            log.info("epoch bump refused (%r): requesting a new producer id", exc)
+            self.producer_id = self.producer_epoch = -1
+            await self.init_producer_id()
 
     # ---- transactions --------------------------------------------------------------------
 
