@@ -7,7 +7,8 @@ Workload (issue 3/5): 100-byte values, no key, one partition, acks=1, linger 5 m
 default batch sizes. Each round runs every client once in turn (interleaved, so a noisy
 neighbour hurts everyone alike); the table shows medians over rounds, records/s counted from
 the first send until the last acknowledgement. ``aiokafka_lite batch`` is the bulk path
-(``create_batch`` + ``send_batch``).
+(``create_batch`` + ``send_batch``), ``aiokafka_lite send_many`` the
+``send_many(topic, values)`` call.
 
 Also printed: client CPU time per record (process time of the benchmark process, which includes
 librdkafka's and kafka-python's own threads): less sensitive to a busy machine than wall time.
@@ -72,6 +73,23 @@ async def _lite_batch(bootstrap: str, topic: str, n: int) -> float:
                 left -= 1
             futs.append(await p.send_batch(batch, topic, partition=0))
         await asyncio.gather(*futs)
+        return time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        await p.stop()
+
+
+async def _lite_many(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
+    from aiokafka_lite import producer as lite
+
+    p = lite.AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5)
+    await p.start()
+    try:
+        await p.send_and_wait(topic, b"warm-up")
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        handles = await p.send_many(topic, [VALUE] * n)
+        await handles[-1]
+        await p.flush()
         return time.perf_counter() - t0, time.process_time() - c0
     finally:
         await p.stop()
@@ -242,13 +260,17 @@ def main() -> None:
     ap.add_argument("--latency-count", type=int, default=1000)
     ap.add_argument(
         "--clients",
-        default="aiokafka_lite,aiokafka_lite batch,aiokafka,kafka-python,confluent-kafka",
+        default=(
+            "aiokafka_lite,aiokafka_lite batch,aiokafka_lite send_many,aiokafka,kafka-python,"
+            "confluent-kafka"
+        ),
     )
     args = ap.parse_args()
 
     throughput: dict[str, Callable[..., Any]] = {
         "aiokafka_lite": _lite,
         "aiokafka_lite batch": _lite_batch,
+        "aiokafka_lite send_many": _lite_many,
         "aiokafka": _aiokafka,
         "kafka-python": _kafka_python,
         "confluent-kafka": _confluent,

@@ -361,3 +361,24 @@ async def test_idempotent_producer_recovers_from_a_rejected_batch(
         after = [await producer.send(topic, b"after-%d" % i) for i in range(50)]
         mds = await asyncio.wait_for(asyncio.gather(*after), 30)
         assert [md.offset for md in mds] == list(range(1, 51))
+
+
+async def test_send_many_bulk_path(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=3)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, max_batch_size=4096, linger_ms=5
+    ) as producer:
+        values = [b"%05d" % i + b"." * 100 for i in range(2000)]
+        handles = await producer.send_many(topic, values, partition=2, headers=[("h", b"1")])
+        assert len(handles) == 2000
+        mds = await asyncio.gather(*handles)
+        assert [md.offset for md in mds] == list(range(2000))
+        assert {md.partition for md in mds} == {2}
+        spread = await asyncio.gather(*await producer.send_many(topic, values[:600]))
+        assert len({md.partition for md in spread}) >= 2  # sticky: whole batches move on
+        keyed = await producer.send_many(topic, [b"a", b"b"], keys=[b"k1", b"k2"])
+        assert len(await asyncio.gather(*keyed)) == 2
+    got = await read_back(kafka_bootstrap, topic, 2602, partitions=3)
+    p2 = [r for r in got if r.partition == 2][:2000]
+    assert [r.value for r in p2] == values
+    assert list(p2[0].headers) == [("h", b"1")]

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors as Errors
@@ -358,6 +358,73 @@ class AIOKafkaProducer:
             None,
         ]
         return sticky
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        keys: Sequence[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> list[RecordHandle]:
+        """Bulk path: queue many records of one topic in one call; one handle per record.
+
+        Equivalent to ``[await send(topic, v, key=k, partition=partition, ...) ...]`` but
+        without a coroutine per record: unkeyed records go straight into the partition's open
+        batch (``partition`` if given, else the sticky partition), all stamped with one
+        timestamp (``timestamp_ms`` or now). With ``keys`` each record is partitioned by key.
+        """
+        if keys is not None:
+            return [
+                await self.send(topic, v, k, partition, timestamp_ms, headers)
+                for v, k in zip(values, keys, strict=True)
+            ]
+        self._check_gate()
+        parts = self._topic_cache.get(topic)
+        if parts is None:
+            parts = await self._partitions(topic)
+        if partition is not None and partition not in parts[2]:
+            parts = await self._unknown_partition(topic, partition)
+        hdrs: Any = headers or ()
+        ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
+        vser = self._value_serializer
+        kser = self._key_serializer
+        key = kser(None) if kser is not None else None
+        guard = 0 if hdrs else self._size_guard
+        acc = self._acc
+        sticky = partition is None and self._sticky is not None and key is None
+        out: list[RecordHandle] = []
+        add = out.append
+        part = partition
+        batch: Any = None
+        for value in values:
+            if vser is not None:
+                value = vser(value)
+            if value is not None and len(value) > guard:
+                self._check_size(key, value, hdrs)
+            if batch is not None and not batch.sealed:
+                idx = batch.builder.append(ts, key, value, hdrs)
+                if idx is not None:
+                    add(_new_handle(RecordHandle, (batch, idx, ts)))
+                    continue
+            if sticky:  # a new batch: KIP-480 moves to another partition
+                st = self._sticky_state.get(topic)
+                if st is None or (st[1] is not None and st[1].sealed):
+                    st = self._new_sticky(topic, st, parts)
+                part = st[0]
+            elif part is None:
+                part = self._partitioner(key, parts[0], parts[1])
+            assert part is not None
+            handle = await acc.append(topic, part, ts, key, value, hdrs)
+            batch = handle[0]
+            if sticky:
+                st = self._sticky_state[topic]
+                if st[1] is None:
+                    st[1] = batch
+            add(handle)
+        return out
 
     async def send_and_wait(
         self,
