@@ -195,6 +195,14 @@ def test_produce_then_consume(kafka_bootstrap, capsys, tmp_path):
     assert recs[0]["key"] == "k1" and recs[0]["headers"] == [["h", "1"], ["e", ""]]
     assert recs[0]["topic"] == name and recs[0]["partition"] == 0 and recs[1]["offset"] == 1
 
+    # one partition from an offset
+    argv = ["consume", name, "--partition", "0", "--offset", "2", "--max", "2", "--format", fmt]
+    assert main([*argv, *b]) == 0
+    assert capsys.readouterr().out.splitlines() == ["2||nokey|h=1,e=", "3|k3|a:b|h=1,e="]
+    assert main(["consume", name, "--partition", "5", "--max", "1", *b]) == 1
+    assert "no partition 5" in capsys.readouterr().err
+    assert main(["consume", name, "--group", "g", "--offset", "1", *b]) == 2
+
     # --idle-timeout ends a consumer that has seen everything
     started = time.monotonic()
     assert main(["consume", name, "--from-beginning", "--idle-timeout", "1", *b]) == 0

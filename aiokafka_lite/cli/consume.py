@@ -18,7 +18,15 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ._common import CliError, add_bootstrap, positive_float, positive_int, run, silence_stdout
+from ._common import (
+    CliError,
+    add_bootstrap,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    run,
+    silence_stdout,
+)
 
 __all__ = ["register", "Formatter"]
 
@@ -40,6 +48,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-n", "--max", type=positive_int, default=None, metavar="N", help="stop after N records"
     )
+    p.add_argument("-p", "--partition", type=non_negative_int, action="append", default=None,
+                   metavar="P", help="only this partition (repeatable; not with --group)")  # fmt: skip
+    p.add_argument("-o", "--offset", type=non_negative_int, default=None, metavar="N",
+                   help="start at offset N of each partition (not with --group)")  # fmt: skip
     p.add_argument("--format", default="{value}", metavar="TEMPLATE|json",
                    help="output format (default: %(default)s)")  # fmt: skip
     p.add_argument("--idle-timeout", type=positive_float, default=None, metavar="SECONDS",
@@ -104,6 +116,8 @@ class Formatter:
 def cmd_consume(args: argparse.Namespace) -> int:
     """Consume until --max, --idle-timeout, Ctrl-C or a closed stdout."""
     formatter = Formatter(args.format)
+    if args.group and (args.partition is not None or args.offset is not None):
+        raise CliError("--partition and --offset need a manual assignment: drop --group", 2)
     try:
         run(_consume(args, formatter, sys.stdout))
     except BrokenPipeError:
@@ -147,11 +161,19 @@ async def _consume(args: argparse.Namespace, formatter: Formatter, out: TextIO) 
         await asyncio.wait_for(consumer.start(), timeout)
     else:
         parts = await asyncio.wait_for(_partitions(args), timeout)
+        if args.partition is not None:
+            missing = sorted(set(args.partition) - set(parts))
+            if missing:
+                raise CliError(f"topic {args.topic!r} has no partition {missing[0]}")
+            parts = sorted(set(args.partition))
         consumer = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, **common)
         await asyncio.wait_for(consumer.start(), timeout)
         tps = [TopicPartition(args.topic, p) for p in parts]
         consumer.assign(tps)
-        if args.from_beginning:
+        if args.offset is not None:
+            for tp in tps:
+                consumer.seek(tp, args.offset)
+        elif args.from_beginning:
             await asyncio.wait_for(consumer.seek_to_beginning(*tps), timeout)
         else:
             await asyncio.wait_for(consumer.seek_to_end(*tps), timeout)
