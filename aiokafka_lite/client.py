@@ -39,6 +39,9 @@ __all__ = ["KafkaClient", "parse_bootstrap"]
 log = logging.getLogger(__name__)
 
 _UNCONNECTED_PENALTY = 1 << 20  # least-loaded: any connected node beats an unconnected one
+#: TCP/TLS connect + ApiVersions + SASL must finish within this (or request_timeout_ms if less),
+#: so a black-holed bootstrap address does not hold up the next one for a whole request timeout
+_CONNECT_TIMEOUT_MS = 10000
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -402,7 +405,7 @@ class KafkaClient:
             **self._conn_args,
         )
         try:
-            await conn.connect()
+            await conn.connect(min(self.request_timeout_ms, _CONNECT_TIMEOUT_MS))
         except Errors.KafkaError:
             n = self._failures.get(node_id, 0) + 1
             self._failures[node_id] = n
