@@ -11,7 +11,7 @@ import pytest
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.producer import AIOKafkaProducer, Producer
-from aiokafka_lite.producer.accumulator import RecordHandle
+from aiokafka_lite.producer.batch import RecordHandle
 from aiokafka_lite.structs import RecordMetadata, TopicPartition
 
 

@@ -1,6 +1,6 @@
 """The producer: :class:`AIOKafkaProducer` (alias ``Producer``) and its partitioners."""
 
-from aiokafka_lite.producer.accumulator import BatchBuilder, RecordHandle
+from aiokafka_lite.producer.batch import BatchBuilder, RecordHandle
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2
 from aiokafka_lite.producer.producer import AIOKafkaProducer, Producer, TransactionContext
 

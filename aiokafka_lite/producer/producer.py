@@ -17,8 +17,8 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient
-from aiokafka_lite.producer.accumulator import (
-    Accumulator,
+from aiokafka_lite.producer.accumulator import Accumulator
+from aiokafka_lite.producer.batch import (
     BatchBuilder,
     RecordHandle,
     _new_handle,

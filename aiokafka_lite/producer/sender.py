@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.producer.accumulator import Accumulator, ProducerBatch
+from aiokafka_lite.producer.accumulator import Accumulator
+from aiokafka_lite.producer.batch import ProducerBatch
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.records.batch_builder import restamp
