@@ -35,6 +35,7 @@ from aiokafka_lite.bench.report import title
 SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     "produce-send": (dict(kind="produce", api="send", records=200_000), 20_000),
     "produce-batch": (dict(kind="produce", api="batch", records=200_000), 20_000),
+    "produce-many": (dict(kind="produce", api="many", records=200_000), 20_000),
     "produce-wait": (dict(kind="produce", api="wait", records=5_000), 500),
     "consume": (dict(kind="consume", records=200_000), 20_000),
     "roundtrip": (dict(kind="roundtrip", records=50_000, concurrency=100), 5_000),

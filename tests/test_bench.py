@@ -204,3 +204,17 @@ def test_engine_consume_and_roundtrip(kafka_bootstrap, kind, tmp_path):
             assert run["samples"] == 2000 and run["p50_ms"] > 0
         else:
             assert run["bytes"] >= 2000 * 100 and run["p50_ms"] is None
+
+
+@pytest.mark.parametrize("api", ["batch", "many", "wait"])
+def test_engine_produce_apis(kafka_bootstrap, api):
+    n = 300 if api == "wait" else 3000
+    opts = BenchOptions(kind="produce", api=api, clients=["aiokafka_lite"], records=n,
+                        partitions=2, bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    report = run_benchmark(opts, _quiet())
+    (run,) = report["runs"]
+    assert "failed" not in run, run
+    assert run["records"] == n and run["errors"] == 0 and run["api"] == api
+    assert run["samples"] > 0 and run["p50_ms"] > 0
+    if api == "wait":
+        assert run["samples"] == n and report["config"]["linger_ms"] == 0

@@ -35,8 +35,9 @@ CLIENT_ALIASES = {
 }
 KINDS = ("produce", "consume", "roundtrip")
 #: produce APIs: ``send`` = pipelined per-record send(); ``wait`` = send_and_wait() per record;
-#: ``batch`` = the bulk path (create_batch/send_batch; peers without one use their send loop).
-PRODUCE_APIS = ("send", "wait", "batch")
+#: ``batch`` = create_batch/send_batch; ``many`` = send_many() in chunks of 1000 (peers without
+#: a bulk API run their send loop instead, and the table says so).
+PRODUCE_APIS = ("send", "wait", "batch", "many")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 

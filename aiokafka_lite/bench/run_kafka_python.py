@@ -75,8 +75,8 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                 lat.append(perf() - t0)
                 progress.done = i + 1
         else:
-            if cfg.api == "batch":
-                note = "no batch API: send() loop"
+            if cfg.api in ("batch", "many"):
+                note = "no bulk API: send() loop"
             stride = max(1, cfg.records // max(1, cfg.latency_samples))
             send = producer.send
             fut = None

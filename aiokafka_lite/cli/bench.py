@@ -58,9 +58,10 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    help="produce: concurrent sender tasks (default 1); roundtrip: records in flight "
                    "(default 100)")  # fmt: skip
     if kind == "produce":
-        g.add_argument("--api", choices=("send", "wait", "batch"), default="send",
+        g.add_argument("--api", choices=("send", "wait", "batch", "many"), default="send",
                        help="send: pipelined send(); wait: send_and_wait() each; batch: "
-                       "create_batch/send_batch (default: %(default)s)")  # fmt: skip
+                       "create_batch/send_batch; many: send_many() 1000 at a time "
+                       "(default: %(default)s)")  # fmt: skip
     r = p.add_argument_group("run")
     r.add_argument("--compare", default=None, metavar="CLIENTS",
                    help="also run these clients, comma separated: aiokafka, confluent, kafka-python")  # fmt: skip
