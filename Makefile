@@ -18,7 +18,7 @@ install:
 		$(PYTHON) -m venv $(VENV); \
 	fi
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,broker]'
+	$(PY) -m pip install --quiet -e '.[dev,broker,spark,cli]'
 
 test:
 	$(PY) -m pytest -q tests/ $(PYTEST_ARGS)
