@@ -166,6 +166,9 @@ def test_topics_lifecycle(kafka_bootstrap, capsys):
     assert main(["topics", "delete", name, *b]) == 0
     assert f"deleted {name}" in capsys.readouterr().out
     assert main(["topics", "delete", name, "--if-exists", *b]) == 0
+    capsys.readouterr()
+    assert main(["topics", "describe", name, *b]) == 1
+    assert f"topic {name!r} does not exist" in capsys.readouterr().err
 
 
 def test_produce_then_consume(kafka_bootstrap, capsys, tmp_path):

@@ -143,6 +143,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
     described = run(main(), args.timeout)
     rows = []
     for t in sorted(described, key=lambda t: t["topic"] or ""):
+        if t["error_code"] == Errors.UnknownTopicOrPartitionError.errno:
+            raise CliError(f"topic {t['topic']!r} does not exist")
         if t["error_code"]:
             err = Errors.for_code(t["error_code"])
             raise CliError(f"topic {t['topic']!r}: {err.__name__} (error {t['error_code']})")
