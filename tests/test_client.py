@@ -403,3 +403,30 @@ async def test_topics_tracked_before_start_are_in_the_bootstrap_refresh(kafka_bo
         assert client.set_topics([topic]).done()  # nothing added: no refresh needed
     finally:
         await client.close()
+
+
+# Tansu works too, but its SIGTERM waits ~5 s for open client connections: noida keeps it fast.
+@pytest.mark.parametrize("kind", ["noida"])
+async def test_survives_broker_restart(kind):
+    """The broker process restarts on the same port: calls fail with KafkaConnectionError,
+    then the client reconnects by itself (own broker: the session's must not restart under
+    other tests)."""
+    from aiokafka_lite._embedded import EmbeddedBroker
+
+    with EmbeddedBroker(kind) as broker:
+        async with KafkaClient(
+            bootstrap_servers=broker.bootstrap, retry_backoff_ms=20, reconnect_backoff_ms=20
+        ) as client:
+            node = client.least_loaded_node()
+            await client.send(node, m.MetadataRequest(topics=[]))
+            await asyncio.to_thread(broker.restart)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    resp = await client.send(node, m.MetadataRequest(topics=[]), timeout_ms=2000)
+                    break
+                except Errors.KafkaConnectionError:
+                    assert time.monotonic() < deadline, "no reconnect within 10 s"
+                    await asyncio.sleep(0.02)
+            assert resp.brokers
+            assert await client.force_metadata_update()
