@@ -113,6 +113,7 @@ async def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         body = {"send": _send_loop, "wait": _wait_loop, "batch": _batch_loop,
                 "many": _many_loop if note is None else _send_loop}[cfg.api]  # fmt: skip
         started = time.perf_counter()
+        cpu0 = time.process_time()  # every thread of the process
         lasts = await asyncio.gather(
             *(body(cfg, producer, values, share, progress) for share in shares)
         )
@@ -124,9 +125,10 @@ async def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                 if last.exception() is not None:
                     raise last.exception()
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         await producer.stop()
-    return {"records": cfg.records, "elapsed_s": elapsed, "note": note}
+    return {"records": cfg.records, "elapsed_s": elapsed, "cpu_s": cpu_s, "note": note}
 
 
 #: records per send_many() call in the ``many`` benchmark
@@ -219,6 +221,7 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         count = 0
         nbytes = 0
         started = time.perf_counter()
+        cpu0 = time.process_time()  # every thread of the process
         while count < cfg.records:
             batches = await consumer.getmany(timeout_ms=1000)
             for records in batches.values():
@@ -229,9 +232,10 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                 count += len(records)
             progress.done = count
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         await consumer.stop()
-    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed}
+    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed, "cpu_s": cpu_s}
 
 
 async def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
@@ -272,6 +276,7 @@ async def _roundtrip_measure(
         await producer.flush()
 
     started = time.perf_counter()
+    cpu0 = time.process_time()  # every thread of the process
     sender = asyncio.create_task(produce())
     try:
         while received < cfg.records:
@@ -289,8 +294,9 @@ async def _roundtrip_measure(
             if sender.done() and sender.exception() is not None:
                 break
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
         await sender
     finally:
         if not sender.done():
             sender.cancel()
-    return {"records": received, "elapsed_s": elapsed}
+    return {"records": received, "elapsed_s": elapsed, "cpu_s": cpu_s}

@@ -96,6 +96,7 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         return done
 
     started = perf()
+    cpu0 = time.process_time()  # every thread of the process
     if cfg.api == "wait":  # the synchronous equivalent of send_and_wait: produce, then flush
         lat = progress.latencies
         for i in range(cfg.records):
@@ -131,7 +132,8 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         if remaining:
             raise TimeoutError(f"{remaining} records not delivered in time")
     elapsed = perf() - started
-    return {"records": cfg.records, "elapsed_s": elapsed, "note": note}
+    cpu_s = time.process_time() - cpu0
+    return {"records": cfg.records, "elapsed_s": elapsed, "cpu_s": cpu_s, "note": note}
 
 
 def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
@@ -142,6 +144,7 @@ def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         nbytes = 0
         deadline = time.monotonic() + cfg.timeout_s
         started = time.perf_counter()
+        cpu0 = time.process_time()  # every thread of the process
         while count < cfg.records:
             for msg in consumer.consume(num_messages=1000, timeout=1.0):
                 if msg.error() is not None:
@@ -156,9 +159,10 @@ def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"consumed {count} of {cfg.records} records in time")
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         consumer.close()
-    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed}
+    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed, "cpu_s": cpu_s}
 
 
 def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
@@ -199,6 +203,7 @@ def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     thread = threading.Thread(target=consume, daemon=True)
     deadline = time.monotonic() + cfg.timeout_s
     started = time.perf_counter()
+    cpu0 = time.process_time()  # every thread of the process
     thread.start()
     try:
         pack = _STAMP.pack
@@ -217,8 +222,9 @@ def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         if failure:
             raise failure[0]
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         stop.set()
         thread.join(5)
         consumer.close()
-    return {"records": state["received"], "elapsed_s": elapsed}
+    return {"records": state["received"], "elapsed_s": elapsed, "cpu_s": cpu_s}

@@ -67,6 +67,7 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         perf = time.perf_counter
         note = None
         started = perf()
+        cpu0 = time.process_time()  # every thread of the process
         if cfg.api == "wait":
             lat = progress.latencies
             for i in range(cfg.records):
@@ -93,9 +94,10 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
             if fut is not None:
                 fut.get(timeout=30)
         elapsed = perf() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         producer.close(timeout=5)
-    return {"records": cfg.records, "elapsed_s": elapsed, "note": note}
+    return {"records": cfg.records, "elapsed_s": elapsed, "cpu_s": cpu_s, "note": note}
 
 
 def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
@@ -105,6 +107,7 @@ def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         nbytes = 0
         deadline = time.monotonic() + cfg.timeout_s
         started = time.perf_counter()
+        cpu0 = time.process_time()  # every thread of the process
         while count < cfg.records:
             for records in consumer.poll(timeout_ms=1000).values():
                 for record in records:
@@ -116,9 +119,10 @@ def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"consumed {count} of {cfg.records} records in time")
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         consumer.close()
-    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed}
+    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed, "cpu_s": cpu_s}
 
 
 def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
@@ -160,6 +164,7 @@ def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     thread = threading.Thread(target=consume, daemon=True)
     deadline = time.monotonic() + cfg.timeout_s
     started = time.perf_counter()
+    cpu0 = time.process_time()  # every thread of the process
     thread.start()
     try:
         pack = _STAMP.pack
@@ -179,9 +184,10 @@ def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         if failure:
             raise failure[0]
         elapsed = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu0
     finally:
         stop.set()
         thread.join(5)
         consumer.close()
         producer.close(timeout=5)
-    return {"records": state["received"], "elapsed_s": elapsed}
+    return {"records": state["received"], "elapsed_s": elapsed, "cpu_s": cpu_s}

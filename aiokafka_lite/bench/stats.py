@@ -19,6 +19,8 @@ RESULT_METRICS = (
     "p99_ms",
     "max_ms",
     "rss_mb",
+    "cpu_us_per_record",
+    "cpu_pct",
 )
 
 

@@ -97,6 +97,10 @@ def _runner(client: str) -> Callable[[RunConfig, Progress], dict[str, Any]]:
     return run
 
 
+def _per_record(cpu_s: float | None, records: int) -> float | None:
+    return cpu_s / records * 1e6 if cpu_s is not None and records else None
+
+
 def run_config(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Run one benchmark in this process and return the result dictionary."""
     progress = progress or Progress()
@@ -126,6 +130,10 @@ def run_config(cfg: RunConfig, progress: Progress | None = None) -> dict[str, An
         "errors": progress.errors,
         "first_error": progress.first_error,
         "rss_mb": peak_rss_mb(),
+        "cpu_us_per_record": _per_record(measured.get("cpu_s"), records),
+        "cpu_pct": 100.0 * measured["cpu_s"] / elapsed
+        if measured.get("cpu_s") and elapsed > 0
+        else None,
         "note": measured.get("note"),
     }
     result.update(latency_summary(progress.latencies))
