@@ -466,14 +466,6 @@ class KafkaClient:
         """The broker's api key -> (min, max) ranges from the most recent handshake."""
         return dict(self._api_versions)
 
-    def api_version(self, request_class: type, node_id: int | None = None) -> int:
-        """The wire version used for ``request_class`` (a node's connection, else the last seen)."""
-        if node_id is not None:
-            conn = self._conns.get((node_id, "default"))
-            if conn is not None:
-                return conn.version_for(request_class)
-        return pick_version(request_class, self._api_versions, "broker")
-
     # ----------------------------------------------------------- coordinator
 
     async def find_coordinator(

@@ -88,7 +88,6 @@ class BrokerConnection:
         *,
         node_id: int | None = None,
         group: str = "default",
-        address: str | None = None,
         client_id: str = "aiokafka_lite",
         request_timeout_ms: int = 40000,
         max_in_flight: int = 100,
@@ -107,7 +106,6 @@ class BrokerConnection:
             raise ValueError("max_in_flight must be >= 1")
         self.host = host
         self.port = port
-        self.address = address or host
         self.node_id = node_id
         self.group = group
         self.client_id = client_id
@@ -179,16 +177,13 @@ class BrokerConnection:
         loop = self._loop = asyncio.get_running_loop()
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         deadline = loop.time() + timeout
-        use_ssl = self.security_protocol in ("SSL", "SASL_SSL")
-        ctx: ssl.SSLContext | None = None
-        if use_ssl:
-            ctx = self.ssl_context or ssl.create_default_context()
-        if ctx is not None:
-            opening = asyncio.open_connection(
-                self.address, self.port, ssl=ctx, server_hostname=self.host, limit=1 << 20
-            )
-        else:
-            opening = asyncio.open_connection(self.address, self.port, limit=1 << 20)
+        tls: dict[str, Any] = {}
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            tls = {
+                "ssl": self.ssl_context or ssl.create_default_context(),
+                "server_hostname": self.host,
+            }
+        opening = asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls)
         try:
             self._reader, self._writer = await asyncio.wait_for(opening, timeout)
         except asyncio.TimeoutError:
@@ -264,13 +259,6 @@ class BrokerConnection:
             )
             self._versions[request_class] = version
         return version
-
-    def supports(self, request_class: type, min_version: int = 0) -> bool:
-        """True when this connection can use ``request_class`` at ``min_version`` or newer."""
-        try:
-            return self.version_for(request_class) >= min_version
-        except Errors.UnsupportedVersionError:
-            return False
 
     # ------------------------------------------------------------------ send
 
@@ -481,22 +469,21 @@ class BrokerConnection:
             self.close(Errors.KafkaConnectionError(f"reader crashed: {exc!r}"))
 
     def _fail_head(self, exc: BaseException) -> None:
-        """Give a framing error to the oldest pending request (the one the bad frame answered)."""
-        for corr, (fut, _cls, _v, timer) in self._pending.items():
+        """Give a framing error to the oldest pending request (the one the bad frame answered).
+
+        The caller closes the connection next, which fails the others.
+        """
+        if self._pending:
+            fut, _cls, _v, timer = self._pending.pop(next(iter(self._pending)))
             timer.cancel()
-            del self._pending[corr]
-            self._slots -= 1
             if not fut.done():
                 fut.set_exception(exc)
-            return
 
     def _expire(self, corr: int) -> None:
-        entry = self._pending.get(corr)
+        entry = self._pending.pop(corr, None)
         if entry is None:
             return
         fut, cls, version, _timer = entry
-        del self._pending[corr]
-        self._slots -= 1
         if not fut.done():
             fut.set_exception(
                 Errors.KafkaTimeoutError(
