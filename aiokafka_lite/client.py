@@ -150,7 +150,7 @@ class KafkaClient:
                 continue
             self._api_versions = conn.api_versions
             self.cluster.update_metadata(resp)
-            self._adopt_bootstrap_conns()
+            self._after_metadata_update()
             break
         else:
             raise Errors.KafkaConnectionError(
@@ -257,6 +257,7 @@ class KafkaClient:
         return await self._metadata.wait_for_topic(topic, timeout / 1000)
 
     def _after_metadata_update(self) -> None:
+        """Connection housekeeping after each successful metadata update."""
         self._adopt_bootstrap_conns()
         self._close_moved_conns()
 
