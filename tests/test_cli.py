@@ -301,10 +301,13 @@ def test_broker_command_starts_and_stops_on_ctrl_c():
 
 def test_bench_produce_json(kafka_bootstrap, tmp_path, capsys):
     out = tmp_path / "bench.json"
+    png = tmp_path / "bench.png"
+    pytest.importorskip("matplotlib")
     code = main(
         ["bench", "produce", "-n", "2000", "--progress", "none", "--json", str(out),
-         "--bootstrap", kafka_bootstrap]
+         "--plot", str(png), "--bootstrap", kafka_bootstrap]
     )  # fmt: skip
+    assert png.read_bytes()[:4] == b"\x89PNG"
     assert code == 0, capsys.readouterr().err
     table = capsys.readouterr().out
     assert "records/s" in table and "aiokafka_lite" in table
