@@ -38,12 +38,6 @@ _FATAL = (
 _COORDINATOR_MOVED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
-class _AddPartitionsToTxnV3(m.AddPartitionsToTxnRequest):  # type: ignore[misc]
-    """AddPartitionsToTxn capped at v3: v4+ (batched, VerifyOnly) are broker-to-broker only."""
-
-    MAX_VERSION = 3
-
-
 class TxnState(enum.Enum):
     UNINITIALIZED = "uninitialized"
     READY = "ready"
@@ -177,7 +171,7 @@ class TransactionManager:
             m.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
             for t, ps in by_topic.items()
         ]
-        req = _AddPartitionsToTxnV3(
+        req = m.AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=self.transactional_id,
             v3_and_below_producer_id=self.producer_id,
             v3_and_below_producer_epoch=self.producer_epoch,
