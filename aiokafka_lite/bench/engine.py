@@ -225,6 +225,9 @@ async def _run_all(opts: BenchOptions, bootstrap: str, ui: ProgressUI) -> list[d
         fill = opts.run_config(opts.populate_client, bootstrap, shared_topic)
         fill = replace(fill, kind="produce", api="send", concurrency=1)
         await run_worker(fill, ui, f"fill {shared_topic} ({opts.populate_client})")
+        # one unmeasured read first: the broker's caches are then equally warm for every client
+        warm = opts.run_config(opts.populate_client, bootstrap, shared_topic)
+        await run_worker(warm, ui, f"warm-up read ({opts.populate_client}, not counted)")
     try:
         for round_no in range(opts.rounds):
             for client in _order(opts.clients, round_no):
