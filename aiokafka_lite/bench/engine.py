@@ -101,6 +101,7 @@ def machine_info() -> dict[str, Any]:
         "os": platform.platform(terse=True),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
+        "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
 
 
@@ -325,6 +326,7 @@ def run_benchmark(opts: BenchOptions, ui: ProgressUI) -> dict[str, Any]:
     """Run the whole benchmark (starting an embedded broker if no bootstrap was given)."""
     validate(opts)
     started = time.time()
+    load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     with _broker(opts) as (bootstrap, broker_name):
         ui.log(
             f"bench {opts.kind}: {opts.records:,} x {opts.size} B, {opts.partitions} partition(s), "
@@ -337,6 +339,8 @@ def run_benchmark(opts: BenchOptions, ui: ProgressUI) -> dict[str, Any]:
     if all(row["rounds"] == 0 for row in summary.values()):
         first = next((r["failed"] for r in runs if "failed" in r), "no run finished")
         raise BenchError(f"every run failed; first failure: {first}")
+    machine = machine_info()
+    machine["loadavg_1m_at_start"] = load_at_start
     sample = opts.run_config(opts.clients[0], bootstrap, "-")
     config = {k: v for k, v in asdict(sample).items() if k not in ("client", "topic", "bootstrap")}
     config.update(rounds=opts.rounds, clients=opts.clients)
@@ -344,7 +348,7 @@ def run_benchmark(opts: BenchOptions, ui: ProgressUI) -> dict[str, Any]:
         "kind": opts.kind,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "config": config,
-        "machine": machine_info(),
+        "machine": machine,
         "broker": {"name": broker_name, "bootstrap": bootstrap},
         "versions": library_versions(opts.clients),
         "runs": runs,

@@ -60,6 +60,12 @@ def title(report: dict[str, Any]) -> str:
         f"codec {cfg['codec']}, acks {cfg['acks']}, linger {cfg['linger_ms']} ms{extra}; "
         f"median of {cfg['rounds']} round(s); broker {report['broker']['name']}; "
         f"{machine['cores']} cores ({machine['cpu']}), Python {machine['python']}"
+        + (
+            f", load {machine['loadavg_1m_at_start']:.1f} -> {machine['loadavg_1m']:.1f}"
+            if machine.get("loadavg_1m") is not None
+            and machine.get("loadavg_1m_at_start") is not None
+            else ""
+        )
     )
 
 
