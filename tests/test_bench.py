@@ -218,3 +218,21 @@ def test_engine_produce_apis(kafka_bootstrap, api):
     assert run["samples"] > 0 and run["p50_ms"] > 0
     if api == "wait":
         assert run["samples"] == n and report["config"]["linger_ms"] == 0
+
+
+def test_plain_fallback_without_rich(monkeypatch):
+    import io
+    import sys
+
+    from aiokafka_lite.bench.progress import ProgressUI, RichProgressUI
+
+    monkeypatch.setitem(sys.modules, "rich", None)  # import rich -> ImportError
+    ui = make_progress("rich", io.StringIO())
+    assert type(ui) is ProgressUI and not isinstance(ui, RichProgressUI)
+    stream = io.StringIO()
+    ui = make_progress("plain", stream)
+    with ui:
+        h = ui.start("run", 10)
+        ui.update(h, 5)
+        ui.finish(h, "done")
+    assert stream.getvalue().splitlines() == ["run: started (10 records)", "run: done"]
