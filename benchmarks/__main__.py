@@ -39,7 +39,74 @@ SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     "produce-wait": (dict(kind="produce", api="wait", records=5_000), 500),
     "consume": (dict(kind="consume", records=200_000), 20_000),
     "roundtrip": (dict(kind="roundtrip", records=50_000, concurrency=100), 5_000),
+    # 1 GiB through aiokafka_lite alone: its peak RSS against buffer_memory (32 MiB) + 50 MiB
+    "produce-1gib": (
+        dict(
+            kind="produce",
+            api="send",
+            records=1 << 20,
+            size=1024,
+            clients=["aiokafka_lite"],
+            rounds=1,
+        ),
+        1 << 17,
+    ),
 }
+
+#: AIOKafkaProducer's default buffer_memory, in MiB (the memory target is relative to it)
+BUFFER_MEMORY_MB = 32.0
+
+
+def _row(reports: dict[str, dict[str, Any]], scenario: str, client: str = "aiokafka_lite") -> Any:
+    report = reports.get(scenario)
+    return report["summary"].get(client) if report else None
+
+
+def targets(reports_list: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(target, measured, "met"/"NOT met"/"not run") for every target of issue 5."""
+    reports = {r["scenario"]: r for r in reports_list}
+    out: list[tuple[str, str, str]] = []
+
+    def ratio(scenario: str, key: str, goal: float, text: str) -> None:
+        row = _row(reports, scenario)
+        value = row.get(key) if row else None
+        if value is None:
+            out.append((text, "-", "not run"))
+        else:
+            out.append((text, f"{value:.2f}x", "met" if value >= goal else "NOT met"))
+
+    ratio("produce-send", "x_aiokafka", 3.0, "send() records/s >= 3x aiokafka")
+    bulk = [
+        (row["x_confluent"], name)
+        for name in ("produce-batch", "produce-many")
+        if (row := _row(reports, name)) and row.get("x_confluent") is not None
+    ]
+    if bulk:
+        best, name = max(bulk)
+        out.append(("bulk path records/s >= confluent-kafka produce", f"{best:.2f}x ({name})",
+                    "met" if best >= 1.0 else "NOT met"))  # fmt: skip
+    else:
+        out.append(("bulk path records/s >= confluent-kafka produce", "-", "not run"))
+    ratio("consume", "x_aiokafka", 1.0, "consume records/s >= 1x aiokafka")
+    ratio("consume", "x_confluent", 3.0, "consume records/s >= 3x confluent-kafka")
+    row = _row(reports, "produce-wait")
+    for key, goal in (("p50_ms", 0.15), ("p99_ms", 0.5)):
+        text = f"send_and_wait {key[:3]} <= {goal} ms"
+        if not row or row.get(key) is None:
+            out.append((text, "-", "not run"))
+        else:
+            out.append((text, f"{row[key]:.3f} ms", "met" if row[key] <= goal else "NOT met"))
+    row = _row(reports, "produce-1gib")
+    text = f"RSS producing 1 GiB <= buffer_memory + 50 MiB ({BUFFER_MEMORY_MB + 50:.0f} MiB)"
+    if not row or row.get("rss_mb") is None:
+        out.append((text, "-", "not run"))
+    else:
+        records = reports["produce-1gib"]["config"]["records"]
+        size = reports["produce-1gib"]["config"]["size"]
+        gib = records * size / (1 << 30)
+        out.append((text, f"{row['rss_mb']:.0f} MiB peak ({gib:.2f} GiB sent)",
+                    "met" if row["rss_mb"] <= BUFFER_MEMORY_MB + 50 else "NOT met"))  # fmt: skip
+    return out
 
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -114,9 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             overrides, quick = SCENARIOS[name]
-            opts = BenchOptions(
-                clients=clients, rounds=args.rounds, bootstrap=bootstrap, **overrides
-            )
+            settings: dict[str, Any] = {"clients": clients, "rounds": args.rounds, **overrides}
+            opts = BenchOptions(bootstrap=bootstrap, **settings)
             if args.quick:
                 opts.records = quick
             with make_progress() as ui:
@@ -134,10 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
+    print("\ntargets (issue 5):")
+    for t, m, ok in targets(reports):
+        print(f"  {ok:8s} {t}: {m}")
     write_json(reports, out / "latest.json")
     day = time.strftime("%Y-%m-%d", time.gmtime())
     versions = ", ".join(f"{k} {v}" for k, v in reports[0]["versions"].items()) if reports else ""
     lines = [f"Results of `python -m benchmarks` on {day}; {versions}.", ""]
+    goals = targets(reports)
+    lines += ["### targets (issue 5)", "", "| target | measured | |", "|---|---:|---|"]
+    lines += [f"| {t} | {m} | {ok} |" for t, m, ok in goals]
+    lines += [""]
     for report in reports:
         lines += [f"### {report['scenario']}", "", title(report), "", markdown_table(report), ""]
     (out / "latest.md").write_text("\n".join(lines))
