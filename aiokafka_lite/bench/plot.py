@@ -35,7 +35,10 @@ def plot_reports(reports: list[dict[str, Any]], path: str | Path) -> None:
         bars = ax_tp.bar(clients, rates, color=[colors.get(c, "#495057") for c in clients])
         ax_tp.bar_label(bars, labels=[f"{r:,.0f}" for r in rates], fontsize=8)
         ax_tp.set_ylabel("records/s (median)")
-        ax_tp.set_title(title(report).split(";")[0], fontsize=9)
+        head = title(report).split(";")[0]
+        if report.get("scenario"):
+            head = f"[{report['scenario']}] {head}"
+        ax_tp.set_title(head, fontsize=9)
         ax_tp.tick_params(axis="x", labelsize=8)
         has_latency = any(summary[c]["p50_ms"] is not None for c in clients)
         if has_latency:
