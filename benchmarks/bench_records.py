@@ -114,6 +114,19 @@ def ours_read_records(buf: bytes) -> Callable[[], int]:
     return run
 
 
+def ours_read_consumer(buf: bytes) -> Callable[[], int]:
+    """The consumer's path: each v2 batch straight into ConsumerRecords (``make_records``)."""
+    from aiokafka_lite.structs import ConsumerRecord
+
+    def run() -> int:
+        n = 0
+        for batch in iter_batches(buf):
+            n += len(batch.make_records(ConsumerRecord, "topic", 0))  # type: ignore[union-attr]
+        return n
+
+    return run
+
+
 def aiokafka_read(buf: bytes, py: bool = False) -> Callable[[], int]:
     """aiokafka's reader: Cython MemoryRecords, or its pure-Python batch class."""
     import struct
@@ -169,7 +182,11 @@ def main() -> None:
         buf = make_buffer(n, codec, headers)
         theirs = best_rate(aiokafka_read(buf), repeat)
         theirs_py = best_rate(aiokafka_read(buf, py=True), repeat)
-        for kind, fn in (("tuples", ours_read_tuples), ("Record objects", ours_read_records)):
+        for kind, fn in (
+            ("tuples", ours_read_tuples),
+            ("Record objects", ours_read_records),
+            ("ConsumerRecord", ours_read_consumer),
+        ):
             rows.append((f"{label} ({kind})", best_rate(fn(buf), repeat), theirs, theirs_py))
     print(
         f"{'workload':38} {'aiokafka_lite/s':>15} {'aiokafka(C)/s':>14} {'ratio':>6}"

@@ -1,10 +1,12 @@
-"""The consumer's fused batch decoder agrees with the records reader, on good and on
-malformed batches (pure, no broker)."""
+"""The consumer's batch -> ConsumerRecord path (the reader's decoding loop with a record
+factory) agrees with ``record_tuples()`` and with aiokafka's reader, on good and on malformed
+batches (pure, no broker)."""
 
 from __future__ import annotations
 
 import random
 import struct
+from typing import Any
 
 import pytest
 
@@ -32,9 +34,9 @@ def make_batch(rnd: random.Random, codec: int = 0, ts_type: int = 0) -> bytes:
     return bytes(buf)
 
 
-def expected(batch: object, position: int) -> list[tuple]:
+def expected(batch: Any, position: int) -> list[tuple[Any, ...]]:
     out = []
-    for off, ts, k, v, h in batch.record_tuples():  # type: ignore[attr-defined]
+    for off, ts, k, v, h in batch.record_tuples():
         if off >= position:
             out.append(
                 (
@@ -45,7 +47,7 @@ def expected(batch: object, position: int) -> list[tuple]:
                     batch.timestamp_type,
                     k,
                     v,
-                    None,  # type: ignore[attr-defined]
+                    None,
                     -1 if k is None else len(k),
                     -1 if v is None else len(v),
                     tuple(h),
@@ -54,7 +56,7 @@ def expected(batch: object, position: int) -> list[tuple]:
     return out
 
 
-def as_tuples(recs: list[ConsumerRecord]) -> list[tuple]:
+def as_tuples(recs: list[ConsumerRecord[Any, Any]]) -> list[tuple[Any, ...]]:
     return [
         (
             r.topic,
@@ -82,6 +84,31 @@ def test_same_records_as_the_reader(seed: int) -> None:
     got = batch_to_records(batch, "t", 3, position, ConsumerRecord)
     assert got is not None
     assert as_tuples(got) == expected(batch, position)
+    assert as_tuples(got) == aiokafka_expected(data, position)
+
+
+def aiokafka_expected(data: bytes, position: int) -> list[tuple[Any, ...]]:
+    """An independent decoder: aiokafka's pure-Python v2 batch reader."""
+    import aiokafka.record.default_records as d
+
+    batch = d._DefaultRecordBatchPy(data)
+    return [
+        (
+            "t",
+            3,
+            r.offset,
+            r.timestamp,
+            r.timestamp_type,
+            r.key,
+            r.value,
+            None,
+            -1 if r.key is None else len(r.key),
+            -1 if r.value is None else len(r.value),
+            tuple(r.headers),
+        )
+        for r in batch
+        if r.offset >= position
+    ]
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -93,13 +120,13 @@ def test_same_verdict_on_mutated_batches(seed: int) -> None:
         data[pos] = rnd.randrange(256)
     (batch,) = list(iter_batches(bytes(data), check_crcs=False))
     try:
-        want: list[tuple] | type[KafkaError] = expected(batch, 0)
+        want: list[tuple[Any, ...]] | type[KafkaError] = expected(batch, 0)
     except CorruptRecordException:
         want = CorruptRecordException
     try:
         got = batch_to_records(batch, "t", 3, 0, ConsumerRecord)
         assert got is not None
-        result: list[tuple] | type[KafkaError] = as_tuples(got)
+        result: list[tuple[Any, ...]] | type[KafkaError] = as_tuples(got)
     except CorruptRecordException:
         result = CorruptRecordException
     assert result == want

@@ -464,22 +464,124 @@ def test_crc_mismatch() -> None:
         ),  # not gzip
     ],
 )
-def test_malformed_batches(mutate: object, exc: type[KafkaError]) -> None:
+@pytest.mark.parametrize("mode", ["tuples", "make"])
+def test_malformed_batches(mutate: object, exc: type[KafkaError], mode: str) -> None:
     buf = _sample_batch()
     mutate(buf)  # type: ignore[operator]
     _resign(buf)
     with pytest.raises(exc):
         for batch in iter_batches(buf):
-            batch.record_tuples()
+            _decode(batch, mode)
 
 
-def test_truncated_record_inside_complete_batch() -> None:
+def _decode(batch: object, mode: str) -> list[object]:
+    """Decode a batch with ``record_tuples()`` or with ``make_records()`` (a tuple factory)."""
+    if mode == "tuples":
+        return batch.record_tuples()  # type: ignore[attr-defined, no-any-return]
+    return batch.make_records(lambda *a: a, "t", 0)  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.mark.parametrize("mode", ["tuples", "make"])
+def test_truncated_record_inside_complete_batch(mode: str) -> None:
     buf = _sample_batch()
     cut = bytearray(buf[:-3])
     cut[8:12] = i32(len(cut) - 12)
     with pytest.raises(CorruptRecordException, match=r"truncated|length"):
         for batch in iter_batches(_resign(cut)):
-            batch.record_tuples()
+            _decode(batch, mode)
+
+
+def _records_batch(records: bytes, count: int) -> bytearray:
+    """A v2 batch (base offset 100, base timestamp 1000) around raw record bytes."""
+    after_crc = (
+        i16(0) + i32(count - 1) + i64(1000) + i64(1000) + i64(-1) + i16(-1) + i32(-1) + i32(count)
+    )
+    return bytearray(v2_batch(after_crc + records, base_offset=100))
+
+
+@pytest.mark.parametrize("mode", ["tuples", "make"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        # length 8: attrs, tsDelta, offDelta, key null, value null, 1 header: key "a", no value
+        b"\x10\x00\x00\x00\x01\x01\x02\x02\x61",
+        b"\x10\x00\x00\x00\x01\x01\x02\x7f\x61",  # header key length -64
+        b"\x10\x00\x00\x00\x01\x01\x02\x02\xff",  # header key not UTF-8 (and no value)
+        b"\x0e\x00\x00\x00\x01\x01\x00",  # record length 7 but 6 bytes of fields
+        b"\x0c\x00\x00\x00\x01\x01\x00\x00",  # a good record, then a trailing byte
+        b"\x0e\x00\x00\x00\x01\x01\x03",  # header count -2
+        b"\x14\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # 11-byte varint
+    ],
+)
+def test_malformed_records(record: bytes, mode: str) -> None:
+    batch = one_batch(_records_batch(record, 1))
+    with pytest.raises(CorruptRecordException):
+        _decode(batch, mode)
+
+
+def test_largest_offset_delta_decodes_in_both_modes() -> None:
+    # a 10-byte offset delta of 2**69 - 1: still an ordinary record (no Kafka check on offsets)
+    record = b"\x1e\x00\x00\xfe" + b"\xff" * 8 + b"\x7f" + b"\x01\x01\x00"
+    batch = one_batch(_records_batch(record, 1))
+    off = 100 + (1 << 69) - 1
+    assert batch.record_tuples() == [(off, 1000, None, None, [])]
+    want = [("t", 0, off, 1000, 0, None, None, None, -1, -1, ())]
+    assert batch.make_records(lambda *a: a, "t", 0) == want
+    assert batch.make_records(lambda *a: a, "t", 0, min_offset=off + 1) == []
+
+
+def test_make_records_builds_consumer_records_in_one_pass() -> None:
+    builder = RecordBatchBuilder(batch_size=1 << 20)
+    base_ts = 1_700_000_000_000
+    # timestamp and offset deltas of one, two and three varint bytes (the fast paths' edges)
+    stamps = [base_ts + d for d in (0, 63, 64, 8191, 8192, 3_000_000)]
+    stamps += [base_ts + i for i in range(200)]
+    for n, ts in enumerate(stamps):
+        key = None if n % 3 == 0 else b"k%d" % n
+        value = None if n % 5 == 0 else b"v" * (n * 7)
+        headers = [("h", b"x"), ("n", None)] if n % 4 == 0 else []
+        builder.append(ts, key, value, headers)
+    buf = builder.build()
+    buf[0:8] = i64(5000)
+    batch = one_batch(_resign(buf))
+    calls: list[tuple[object, ...]] = []
+
+    def make(*args: object) -> int:
+        calls.append(args)
+        return len(calls)
+
+    got = batch.make_records(make, "topic", 7, min_offset=5004)
+    tuples = batch.record_tuples()
+    assert got == list(range(1, len(stamps) - 4 + 1))  # one call per record, results in order
+    assert len(tuples) == len(stamps)
+    assert [o for o, *_ in tuples] == list(range(5000, 5000 + len(stamps)))
+    assert [t for _, t, *_ in tuples] == stamps
+    for args, (off, ts, key, value, headers) in zip(calls, tuples[4:]):
+        assert args == (
+            "topic",
+            7,
+            off,
+            ts,
+            0,
+            key,
+            value,
+            None,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+            tuple(headers),
+        )
+        assert type(args[10]) is tuple and type(headers) is list
+    # record_tuples(): a fresh header list per record, never shared
+    assert tuples[1][4] == [] and tuples[1][4] is not tuples[2][4]
+    # LogAppendTime: every record carries the batch max timestamp, type 1
+    builder = RecordBatchBuilder(timestamp_type=1)
+    builder.append(10, None, b"a")
+    builder.append(20, b"kk", None)
+    batch = one_batch(builder.build())
+    assert batch.make_records(lambda *a: a, "t", 0) == [
+        ("t", 0, 0, 20, 1, None, b"a", None, -1, 1, ()),
+        ("t", 0, 1, 20, 1, b"kk", None, None, 2, -1, ()),
+    ]
 
 
 def test_huge_advertised_length_does_not_allocate() -> None:
@@ -494,6 +596,8 @@ def test_huge_advertised_length_does_not_allocate() -> None:
     buf[8:12] = i32(len(buf) - 12)
     with pytest.raises(CorruptRecordException):
         one_batch(_resign(buf)).record_tuples()
+    with pytest.raises(CorruptRecordException):
+        one_batch(_resign(buf)).make_records(lambda *a: a, "t", 0)
 
 
 def test_compressed_bomb_batch_is_rejected() -> None:
@@ -503,7 +607,7 @@ def test_compressed_bomb_batch_is_rejected() -> None:
     assert len(buf) < 2000
     with pytest.raises(CorruptRecordException, match="limit"):
         one_batch(buf, max_decompressed_size=1 << 20).record_tuples()
-    assert len(one_batch(buf).record_tuples()[0][3]) == 8 << 20
+    assert len(one_batch(buf).record_tuples()[0][3] or b"") == 8 << 20
 
 
 def test_old_kafka_lz4_header_in_magic_0() -> None:

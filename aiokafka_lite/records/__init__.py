@@ -18,6 +18,8 @@ Consuming::
             ...  # batch.control_type: 0 abort, 1 commit
         for offset, timestamp, key, value, headers in batch.record_tuples():
             ...
+        # or, for a v2 RecordBatch, build the caller's records in the same single pass:
+        records = batch.make_records(ConsumerRecord, topic, partition, min_offset=position)
 
 Errors: ``CorruptRecordException`` for malformed or oversized data,
 ``UnsupportedCodecError`` for an unknown codec id.  Nothing here does I/O.

@@ -9,7 +9,9 @@ were left over, so a caller can tell "empty" from "first batch too large".
 Every batch object exposes the same header fields whatever its magic, and
 decodes its records lazily: ``records()`` yields :class:`Record` objects,
 ``record_tuples()`` returns ``(offset, timestamp, key, value, headers)``
-tuples from one tight loop (the consumer's fast path).
+tuples and ``make_records(make, topic, partition)`` builds the caller's
+record objects (a consumer's ConsumerRecord) directly; both come from the
+same single decoding loop, :func:`decode_records`.
 
 Malformed input raises ``CorruptRecordException`` (bad CRC, bad lengths,
 truncated fields inside a complete batch, unknown magic, data that
@@ -21,7 +23,8 @@ an advertised length.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
 from crc32c import crc32c
 
@@ -48,6 +51,12 @@ _V2_MIN_LENGTH = _HEADER_SIZE - 12
 #: Smallest possible v2 record: length, attributes, timestampDelta, offsetDelta,
 #: keyLength, valueLength, headerCount - one byte each.
 _MIN_RECORD = 7
+#: ``min_offset`` default of :func:`decode_records`: keep every record.
+_MIN_OFFSET = -(1 << 63)
+#: Above every offset (int64 base + a delta of at most 70 varint bits): the tuple mode's gate.
+_NEVER = 1 << 72
+
+_T = TypeVar("_T")
 
 
 class RecordBatch:
@@ -153,7 +162,8 @@ class RecordBatch:
         return bool(crc32c(self._view[21:]) == self.crc)
 
     # -- records ----------------------------------------------------------
-    def _records_data(self) -> bytes:
+    def records_data(self) -> bytes:
+        """The records section after the header, decompressed (a copy when uncompressed)."""
         section = self._view[_HEADER_SIZE:]
         if self.compression_type == CODEC_NONE or (self.record_count == 0 and not section):
             return bytes(section)
@@ -162,11 +172,38 @@ class RecordBatch:
     def record_tuples(self) -> list[RecordTuple]:
         """Decode every record into ``(offset, timestamp, key, value, headers)`` tuples."""
         return decode_records(
-            self._records_data(),
+            self.records_data(),
             self.record_count,
             self.base_offset,
             self.base_timestamp,
             self.max_timestamp if self.timestamp_type else None,
+        )
+
+    def make_records(
+        self,
+        make: Callable[..., _T],
+        topic: str,
+        partition: int,
+        min_offset: int = _MIN_OFFSET,
+    ) -> list[_T]:
+        """One ``make(...)`` per record at or after ``min_offset``, in one pass.
+
+        ``make`` is called with a consumer record's positional fields:
+        ``(topic, partition, offset, timestamp, timestamp_type, key, value,
+        checksum=None, serialized_key_size, serialized_value_size, headers)``
+        (see :func:`decode_records`).  A consumer passes its record class.
+        """
+        return decode_records(
+            self.records_data(),
+            self.record_count,
+            self.base_offset,
+            self.base_timestamp,
+            self.max_timestamp if self.timestamp_type else None,
+            make=make,
+            topic=topic,
+            partition=partition,
+            timestamp_type=self.timestamp_type,
+            min_offset=min_offset,
         )
 
     def records(self) -> Iterator[Record]:
@@ -226,19 +263,38 @@ def decode_records(
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None = None,
-) -> list[RecordTuple]:
+    *,
+    make: Callable[..., Any] | None = None,
+    topic: str = "",
+    partition: int = -1,
+    timestamp_type: int = 0,
+    min_offset: int = _MIN_OFFSET,
+) -> list[Any]:
     """Decode ``count`` v2 records from an uncompressed records section.
 
-    Returns ``(offset, timestamp, key, value, headers)`` tuples.  When
-    ``log_append_time`` is given every record takes that timestamp (batch
-    timestamp type LogAppendTime).
+    Without ``make``: returns ``(offset, timestamp, key, value, headers)``
+    tuples (:data:`RecordTuple`, headers a list).
+
+    With ``make``: returns ``make(topic, partition, offset, timestamp,
+    timestamp_type, key, value, None, key_size, value_size, headers)`` for
+    every record whose offset is ``>= min_offset`` -- the positional fields of
+    a consumer record (checksum None, sizes -1 for null, headers a tuple), one
+    call per record and no intermediate tuple.
+
+    When ``log_append_time`` is given every record takes that timestamp
+    (batch timestamp type LogAppendTime).  Every length and varint is checked:
+    truncation, negative lengths, a record length that does not match its
+    fields and bytes after the last record raise ``CorruptRecordException``.
     """
     end = len(data)
     if count * _MIN_RECORD > end:
         raise CorruptRecordException(f"record count {count} does not fit in {end} bytes of records")
-    out: list[RecordTuple] = []
+    out: list[Any] = []
     add = out.append
     uv = _uvarint
+    # make mode tests each offset once against min_offset; tuple mode never passes _NEVER
+    gate = _NEVER if make is None else min_offset
+    factory = cast("Callable[..., Any]", make)
     i = 0
     try:
         for _ in range(count):
@@ -257,13 +313,18 @@ def decode_records(
             if u & 1 or u < 12:
                 raise CorruptRecordException(f"invalid record length {(u >> 1) ^ -(u & 1)}")
             rec_end = i + (u >> 1)
-            # attributes (unused), timestamp delta
+            # attributes (i, unused), then the timestamp delta
             b = data[i + 1]
             if b < 0x80:
                 i += 2
                 ts = base_timestamp + ((b >> 1) ^ -(b & 1))
             else:
-                u, i = uv(data, i + 1)
+                b2 = data[i + 2]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    i += 3
+                else:
+                    u, i = uv(data, i + 1)
                 ts = base_timestamp + ((u >> 1) ^ -(u & 1))
             # offset delta
             b = data[i]
@@ -271,12 +332,18 @@ def decode_records(
                 i += 1
                 offset = base_offset + ((b >> 1) ^ -(b & 1))
             else:
-                u, i = uv(data, i)
+                b2 = data[i + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    i += 2
+                else:
+                    u, i = uv(data, i)
                 offset = base_offset + ((u >> 1) ^ -(u & 1))
             # key
             b = data[i]
             if b == 1:
                 key = None
+                ksize = -1
                 i += 1
             else:
                 if b < 0x80:
@@ -286,13 +353,14 @@ def decode_records(
                     u, i = uv(data, i)
                 if u & 1:
                     raise CorruptRecordException(f"negative key length {(u >> 1) ^ -1}")
-                j = i + (u >> 1)
-                key = data[i:j]
-                i = j
+                ksize = u >> 1
+                key = data[i : i + ksize]
+                i += ksize
             # value
             b = data[i]
             if b == 1:
                 value = None
+                vsize = -1
                 i += 1
             else:
                 if b < 0x80:
@@ -307,23 +375,41 @@ def decode_records(
                         u, i = uv(data, i)
                 if u & 1:
                     raise CorruptRecordException(f"negative value length {(u >> 1) ^ -1}")
-                j = i + (u >> 1)
-                value = data[i:j]
-                i = j
-            # headers
-            b = data[i]
-            i += 1
-            if b == 0:
-                headers: list[tuple[str, bytes | None]] = []
+                vsize = u >> 1
+                value = data[i : i + vsize]
+                i += vsize
+            # headers: none is the common case (a shared empty tuple, no allocation)
+            if data[i] == 0:
+                i += 1
+                headers: Any = ()
             else:
-                headers, i = _decode_headers(data, i - 1, rec_end)
+                headers, i = _decode_headers(data, i, rec_end)
+                if make is not None:
+                    headers = tuple(headers)
             if i != rec_end:
                 raise CorruptRecordException(
                     f"record at offset {offset} has a length that does not match its fields"
                 )
             if log_append_time is not None:
                 ts = log_append_time
-            add((offset, ts, key, value, headers))
+            if offset >= gate:  # make mode: one test per record, as in a loop of its own
+                add(
+                    factory(
+                        topic,
+                        partition,
+                        offset,
+                        ts,
+                        timestamp_type,
+                        key,
+                        value,
+                        None,
+                        ksize,
+                        vsize,
+                        headers,
+                    )
+                )
+            elif make is None:
+                add((offset, ts, key, value, headers or []))
     except IndexError:
         raise CorruptRecordException("record data truncated inside a complete batch") from None
     if i != end:
@@ -336,6 +422,7 @@ def decode_records(
 def _decode_headers(
     data: bytes, i: int, rec_end: int
 ) -> tuple[list[tuple[str, bytes | None]], int]:
+    """Header count and headers at ``i``, each field checked against ``rec_end``."""
     u, i = _uvarint(data, i)
     n = (u >> 1) ^ -(u & 1)
     if n < 0 or n * 2 > rec_end - i:
