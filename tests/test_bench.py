@@ -236,3 +236,39 @@ def test_plain_fallback_without_rich(monkeypatch):
         ui.update(h, 5)
         ui.finish(h, "done")
     assert stream.getvalue().splitlines() == ["run: started (10 records)", "run: done"]
+
+
+def _scenario(name, client_rows, **config):
+    base = {"records": 10, "size": 100}
+    return {"scenario": name, "config": {**base, **config}, "summary": client_rows}
+
+
+def test_benchmarks_targets_and_readme(tmp_path):
+    import importlib
+
+    suite = importlib.import_module("benchmarks.__main__")
+    reports = [
+        _scenario("produce-send", {"aiokafka_lite": {"x_aiokafka": 3.2}}),
+        _scenario("produce-batch", {"aiokafka_lite": {"x_confluent": 0.8}}),
+        _scenario("produce-many", {"aiokafka_lite": {"x_confluent": 1.1}}),
+        _scenario("produce-wait", {"aiokafka_lite": {"p50_ms": 0.1, "p99_ms": 0.7}}),
+        _scenario("produce-1gib", {"aiokafka_lite": {"rss_mb": 70.0}}, records=1 << 20, size=1024),
+    ]
+    got = {t: (m, ok) for t, m, ok in suite.targets(reports)}
+    assert got["send() records/s >= 3x aiokafka"] == ("3.20x", "met")
+    assert got["bulk path records/s >= confluent-kafka produce"] == ("1.10x (produce-many)", "met")
+    assert got["consume records/s >= 1x aiokafka"] == ("-", "not run")
+    assert got["send_and_wait p50 <= 0.15 ms"] == ("0.100 ms", "met")
+    assert got["send_and_wait p99 <= 0.5 ms"] == ("0.700 ms", "NOT met")
+    (memory,) = [v for k, v in got.items() if k.startswith("RSS producing 1 GiB")]
+    assert memory == ("70 MiB peak (1.00 GiB sent)", "met")
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{suite.START}\nold\n{suite.END}\ntail\n")
+    assert suite.update_readme(readme, "### new table")
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{suite.END}\ntail\n")
+    assert "old" not in text and "#### new table" in text and "results/latest.png" in text
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers")
+    assert not suite.update_readme(plain, "x")
