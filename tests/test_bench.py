@@ -272,3 +272,15 @@ def test_benchmarks_targets_and_readme(tmp_path):
     plain = tmp_path / "plain.md"
     plain.write_text("no markers")
     assert not suite.update_readme(plain, "x")
+
+
+def test_uvloop_option(kafka_bootstrap):
+    with pytest.raises(BenchError, match="unknown event loop"):
+        validate(BenchOptions(loop="trio"))
+    pytest.importorskip("uvloop")
+    opts = BenchOptions(kind="roundtrip", clients=["aiokafka_lite"], records=500, loop="uvloop",
+                        bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    report = run_benchmark(opts, _quiet())
+    (run,) = report["runs"]
+    assert "failed" not in run and run["records"] == 500
+    assert report["config"]["loop"] == "uvloop"

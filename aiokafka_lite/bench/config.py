@@ -84,6 +84,7 @@ class RunConfig:
     timeout_s: float = 300.0
     progress_interval_s: float = 0.1
     profile_path: str = ""  # non-empty: run under cProfile and dump the stats there
+    loop: str = "asyncio"  # event loop of the asyncio clients: "asyncio" or "uvloop"
 
     def to_json(self) -> str:
         """Serialise for the worker's command line."""

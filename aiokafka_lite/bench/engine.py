@@ -60,6 +60,7 @@ class BenchOptions:
     timeout_s: float = 300.0
     populate_client: str = "aiokafka_lite"
     profile_dir: str | None = None  # cProfile every aiokafka_lite run into this directory
+    loop: str = "asyncio"  # or "uvloop" (asyncio clients only)
 
     def run_config(self, client: str, bootstrap: str, topic: str) -> RunConfig:
         """The worker settings of one run."""
@@ -84,6 +85,7 @@ class BenchOptions:
             concurrency=concurrency,
             api=self.api,
             timeout_s=self.timeout_s,
+            loop=self.loop,
         )
 
 
@@ -311,6 +313,13 @@ def validate(opts: BenchOptions) -> None:
         raise BenchError("--size must not be negative")
     if opts.kind == "roundtrip" and opts.size < 12:
         raise BenchError("roundtrip records carry a 12-byte stamp: --size must be at least 12")
+    if opts.loop not in ("asyncio", "uvloop"):
+        raise BenchError(f"unknown event loop {opts.loop!r}")
+    if opts.loop == "uvloop":
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            raise BenchError("--loop uvloop needs uvloop: pip install uvloop") from None
     if opts.partitions <= 0:
         raise BenchError("--partitions must be positive")
     if opts.rounds <= 0:

@@ -53,6 +53,8 @@ def title(report: dict[str, Any]) -> str:
     kind = report["kind"] + (f" ({cfg['api']})" if report["kind"] == "produce" else "")
     machine = report["machine"]
     extra = f", window {cfg['concurrency']}" if report["kind"] == "roundtrip" else ""
+    if cfg.get("loop", "asyncio") != "asyncio":
+        extra += f", {cfg['loop']} loop (asyncio clients)"
     if report["kind"] == "produce" and cfg["concurrency"] > 1:
         extra = f", {cfg['concurrency']} tasks"
     return (

@@ -43,8 +43,20 @@ def client_classes(client: str) -> tuple[Any, Any, Any]:
 
 
 def run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
-    """Run ``cfg`` on a fresh event loop (uvloop is not used: the loop is part of the comparison)."""
-    return asyncio.run(asyncio.wait_for(_run(cfg, progress), cfg.timeout_s))
+    """Run ``cfg`` on a fresh event loop: the standard one, or uvloop's with ``cfg.loop``."""
+    main = asyncio.wait_for(_run(cfg, progress), cfg.timeout_s)
+    if cfg.loop == "uvloop":
+        import uvloop
+
+        runner_cls = getattr(asyncio, "Runner", None)
+        if runner_cls is not None:  # Python 3.11+
+            with runner_cls(loop_factory=uvloop.new_event_loop) as runner:
+                result: dict[str, Any] = runner.run(main)
+                return result
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    elif cfg.loop != "asyncio":
+        raise ValueError(f"unknown event loop {cfg.loop!r}")
+    return asyncio.run(main)
 
 
 async def _run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:

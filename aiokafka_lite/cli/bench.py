@@ -75,6 +75,8 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    "at its max wait, which dominates roundtrip latency)")  # fmt: skip
     r.add_argument("--timeout", type=positive_float, default=300.0,
                    help="seconds allowed per run (default: %(default)s)")  # fmt: skip
+    r.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                   help="event loop of aiokafka_lite and aiokafka (default: %(default)s)")  # fmt: skip
     r.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto",
                    help="progress display on stderr (default: %(default)s)")  # fmt: skip
     o = p.add_argument_group("output")
@@ -119,6 +121,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         broker_kind=args.broker,
         timeout_s=args.timeout,
         profile_dir=args.profile,
+        loop=args.loop,
     )
 
 
