@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -284,3 +285,12 @@ def test_uvloop_option(kafka_bootstrap):
     (run,) = report["runs"]
     assert "failed" not in run and run["records"] == 500
     assert report["config"]["loop"] == "uvloop"
+
+
+def test_a_run_over_its_time_limit_fails_cleanly(kafka_bootstrap):
+    opts = BenchOptions(kind="produce", api="wait", clients=["aiokafka_lite"], records=10**7,
+                        bootstrap=kafka_bootstrap, timeout_s=1.0)  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(BenchError, match=r"every run failed.*TimeoutError"):
+        run_benchmark(opts, _quiet())
+    assert time.monotonic() - started < 20

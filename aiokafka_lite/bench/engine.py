@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import sys
@@ -153,6 +154,7 @@ async def run_worker(cfg: RunConfig, ui: ProgressUI, label: str) -> dict[str, An
             stdout=asyncio.subprocess.PIPE,
             stderr=errfile,
             env=_child_env(),
+            limit=1 << 20,  # a library may print long lines to stdout too
         )  # fmt: skip
         assert proc.stdout is not None
         result: dict[str, Any] | None = None
@@ -171,19 +173,17 @@ async def run_worker(cfg: RunConfig, ui: ProgressUI, label: str) -> dict[str, An
                     with contextlib.suppress(ValueError):
                         ui.update(handle, int(line[len(PREFIX_PROGRESS) :]))
                 elif line.startswith(PREFIX_RESULT):
-                    import json
-
                     result = json.loads(line[len(PREFIX_RESULT) :])
                 elif line.startswith(PREFIX_ERROR):
                     error = line[len(PREFIX_ERROR) :]
             await asyncio.wait_for(proc.wait(), 30.0)
         except asyncio.TimeoutError:
             error = f"no result within {cfg.timeout_s + 30:g} s (run killed)"
-        except BaseException:
-            _kill(proc)
-            raise
         finally:
-            _kill(proc)
+            if proc.returncode is None:
+                _kill(proc)
+                with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
+                    await asyncio.wait_for(proc.wait(), 5.0)  # reap it: no zombie left behind
         if result is None:
             if error is None:
                 errfile.seek(0)
