@@ -77,6 +77,8 @@ def test_help_everywhere(argv, capsys):
         (["bench", "produce", "--records", "x"], "not an integer"),
         (["bench", "produce", "--api", "nope"], "invalid choice"),
         (["consume", "t", "--max", "-1"], "must be positive"),
+        (["topics", "list", "--bootstrap", "host:notaport"], "is not host:port"),
+        (["bench", "consume", "--bootstrap", "h:70000"], "is not host:port"),
     ],
 )
 def test_bad_arguments_give_usage_error(argv, needle, capsys):

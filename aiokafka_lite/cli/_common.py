@@ -40,6 +40,7 @@ def add_bootstrap(parser: argparse.ArgumentParser, *, timeout: float = 10.0) -> 
         "-b",
         "--bootstrap",
         default=os.environ.get("KAFKA_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        type=bootstrap_servers,
         metavar="HOST:PORT[,...]",
         help="broker address(es) (default: $KAFKA_BOOTSTRAP or %(default)s)",
     )
@@ -50,6 +51,20 @@ def add_bootstrap(parser: argparse.ArgumentParser, *, timeout: float = 10.0) -> 
         metavar="SECONDS",
         help="give up on the broker after this long (default: %(default)s)",
     )
+
+
+def bootstrap_servers(text: str) -> str:
+    """argparse type: ``host[:port][,host[:port]...]`` with numeric ports in 1..65535."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("no broker address given")
+    for part in parts:
+        host, sep, port = part.rpartition(":")
+        if not sep:
+            continue  # a bare host: the default port
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"{part!r} is not host:port")
+    return ",".join(parts)
 
 
 def positive_int(text: str) -> int:

@@ -6,7 +6,15 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import CODECS, CliError, non_negative_int, parse_acks, positive_float, positive_int
+from ._common import (
+    CODECS,
+    CliError,
+    bootstrap_servers,
+    non_negative_int,
+    parse_acks,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["register", "options_from_args"]
 
@@ -68,7 +76,7 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    "(or all)")  # fmt: skip
     r.add_argument("--rounds", type=positive_int, default=None,
                    help="rounds per client (default: 3 with --compare, else 1)")  # fmt: skip
-    r.add_argument("-b", "--bootstrap", default=None,
+    r.add_argument("-b", "--bootstrap", default=None, type=bootstrap_servers,
                    help="use this broker (default: start an embedded one)")  # fmt: skip
     r.add_argument("--broker", choices=("tansu", "noida"), default="noida",
                    help="embedded broker kind (default: %(default)s; Tansu answers a waiting fetch only "
