@@ -321,6 +321,30 @@ def test_bench_produce_json(kafka_bootstrap, tmp_path, capsys):
     assert report["machine"]["cores"] >= 1
 
 
+def _wait_connected(pid: int, port: int, timeout: float = 30.0) -> None:
+    """Wait until process ``pid`` has an established TCP connection to ``port`` (Linux /proc).
+
+    A signal sent while the interpreter is still importing would land before ``main()``.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        inodes = set()
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+            with open(f"/proc/{pid}/net/tcp") as table:
+                rows = [line.split() for line in table.readlines()[1:]]
+        except OSError:
+            rows = []
+        for row in rows:  # remote address is row[2] "IP:PORT" in hex, state 01 = established
+            if row[9] in inodes and int(row[2].split(":")[1], 16) == port and row[3] == "01":
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not connect to port {port} within {timeout} s")
+
+
 @pytest.mark.parametrize("command", ["consume", "produce"])
 def test_ctrl_c_stops_cleanly(kafka_bootstrap, command):
     name = _topic("cli-sigint")
@@ -338,7 +362,8 @@ def test_ctrl_c_stops_cleanly(kafka_bootstrap, command):
         cwd=ROOT,
     )
     try:
-        time.sleep(1.5)  # let it connect and start waiting
+        _wait_connected(proc.pid, int(kafka_bootstrap.rpartition(":")[2]))
+        time.sleep(0.5)  # connected: now it waits for records / input
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=20)

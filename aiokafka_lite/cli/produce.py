@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, BinaryIO
 
 from ._common import (
@@ -52,24 +54,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
     """Lines of ``stream`` without their newline, read by a daemon thread so the loop keeps going.
 
-    Whatever is available is read at once (``read1``), so typed lines are sent as they come and
+    Whatever is available is read at once (one ``os.read``), so typed lines are sent as they come and
     piped files are read in 64 KiB chunks. A daemon thread (not the loop's executor) does the
     blocking reads: Ctrl-C must not wait for a read that only returns on the next input line.
     """
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes | BaseException] = asyncio.Queue(maxsize=8)
-    read = getattr(stream, "read1", stream.read)
+    queue: asyncio.Queue[bytes | BaseException] = asyncio.Queue()
+    slots = threading.Semaphore(8)  # at most 8 chunks read ahead
+    read: Callable[[int], bytes]
+    try:
+        # os.read on the descriptor, not the buffered object: a daemon thread blocked inside
+        # BufferedReader.read holds its lock, and the interpreter's final flush of stdin then
+        # aborts ("could not acquire lock ... at interpreter shutdown")
+        read = functools.partial(os.read, stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        read = stream.read
 
     def reader() -> None:
         while True:
+            slots.acquire()
             try:
                 item: bytes | BaseException = read(_CHUNK)
             except BaseException as exc:  # handed to the loop, raised there
                 item = exc
             try:
-                asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
-            except BaseException:
-                return  # the loop is gone
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:
+                return  # the loop is closed
             if not isinstance(item, bytes) or not item:
                 return
 
@@ -77,6 +88,7 @@ async def read_lines(stream: BinaryIO) -> AsyncIterator[bytes]:
     rest = b""
     while True:
         chunk = await queue.get()
+        slots.release()
         if isinstance(chunk, BaseException):
             raise CliError(f"cannot read input: {chunk}")
         if not chunk:
