@@ -33,6 +33,9 @@ from aiokafka_lite.producer.memory import MemoryPool
 from aiokafka_lite.records.batch_builder import RecordBatchBuilder
 from aiokafka_lite.structs import TopicPartition
 
+#: event-loop turns given when a batch fills (socket -> reader -> request task: 3 hops)
+_FULL_BATCH_YIELDS = 3
+
 __all__ = [
     "Accumulator",
     "BatchBuilder",
@@ -117,12 +120,10 @@ class Accumulator:
             return handle
         if self.sealed_full:
             self.sealed_full = False
-            if self.kick is not None and self.kick():
-                # let the new request reach the socket while the caller keeps appending
-                await asyncio.sleep(0)
-                handle = self.try_append(topic, partition, ts, key, value, headers)
-                if handle is not None:
-                    return handle
+            await self._after_full()
+            handle = self.try_append(topic, partition, ts, key, value, headers)
+            if handle is not None:
+                return handle
         size = max(self.batch_size, estimate_record_size(key, value, headers) + _BATCH_OVERHEAD)
         pool = self.pool
         if not pool.try_acquire(size):
@@ -150,6 +151,24 @@ class Accumulator:
         if self.send_now is not None:
             self.send_now(batch)
         return _new_handle(RecordHandle, (batch, idx, ts))
+
+    async def seal_full(self, batch: ProducerBatch) -> None:
+        """A bulk append filled ``batch``: seal it and let the sender run (see _after_full)."""
+        self._seal(batch)
+        await self._after_full()
+
+    async def _after_full(self) -> None:
+        """A batch just filled up: start its request if its partition is free, then give the
+        event loop a few turns. Each turn costs a few microseconds (one per ~100 records);
+        they let a response that arrived meanwhile travel socket -> connection reader ->
+        request task, which frees its memory and writes the partition's next batch, while
+        the caller keeps appending, instead of a send() loop filling every batch before
+        the first response is read (one in-flight batch per partition: the round trip is
+        the limit)."""
+        if self.kick is not None:
+            self.kick()
+        for _ in range(_FULL_BATCH_YIELDS):
+            await asyncio.sleep(0)
 
     def _tp(self, topic: str, partition: int) -> TopicPartition:
         key = (topic, partition)

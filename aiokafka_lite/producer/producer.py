@@ -13,6 +13,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from aiokafka_lite import errors as Errors
@@ -170,10 +171,20 @@ class AIOKafkaProducer:
         self._started = False
         self._closed = False
         self._gated = True  # True while send() must run _check_gate (see _update_gate)
+        self._fast = False  # send()'s fast path is allowed (see _update_gate)
 
     def _update_gate(self) -> None:
         txn = self._txn
         self._gated = self._closed or not self._started or (txn is not None and txn.transactional)
+        # send()'s fast path skips the gate, the key serializer (keys must stay None) and the
+        # max_request_size check (a record appended to a batch of at most batch_size bytes is
+        # smaller than max_request_size when batch_size is)
+        self._fast = (
+            not self._gated
+            and self._key_serializer is None
+            and self._sticky is not None
+            and self._batch_size <= self._max_request_size
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -266,11 +277,38 @@ class AIOKafkaProducer:
         Returns immediately unless the topic's metadata is unknown or buffer memory is short
         (then it waits up to ``max_block_ms``). A record with both key and value None is valid.
         """
+        if key is None and partition is None and headers is None and self._fast:
+            # Fast path: an unkeyed record into the topic's open sticky batch. No size check
+            # needed: a record that fits in the batch fits in max_request_size (see _fast).
+            if self._value_serializer is not None:
+                value = self._value_serializer(value)
+            sticky = self._sticky_state.get(topic)
+            if sticky is not None:
+                batch = sticky[1]
+                if batch is not None and not batch.sealed:
+                    ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
+                    idx = batch.builder.append(ts, None, value)
+                    if idx is not None:
+                        return _new_handle(RecordHandle, (batch, idx, ts))
+            return await self._send(topic, value, None, None, timestamp_ms, None, True)
+        return await self._send(topic, value, key, partition, timestamp_ms, headers, False)
+
+    async def _send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        serialized: bool,
+    ) -> RecordHandle:
+        """send() beyond its fast path; ``serialized``: the value serializer already ran."""
         if self._gated:
             self._check_gate()
         if self._key_serializer is not None:
             key = self._key_serializer(key)
-        if self._value_serializer is not None:
+        if self._value_serializer is not None and not serialized:
             value = self._value_serializer(value)
         parts = self._topic_cache.get(topic)
         if parts is None:
@@ -303,6 +341,8 @@ class AIOKafkaProducer:
             if batch is not None:
                 idx = batch.builder.append(ts, key, value, headers)
                 if idx is not None:
+                    if sticky is not None and sticky[1] is None:
+                        sticky[1] = batch  # later unkeyed sends take send()'s fast path
                     return _new_handle(RecordHandle, (batch, idx, ts))
         handle = await self._acc.append(topic, partition, ts, key, value, headers)
         if sticky is not None and sticky[1] is None:
@@ -387,11 +427,77 @@ class AIOKafkaProducer:
             parts = await self._partitions(topic)
         if partition is not None and partition not in parts[2]:
             parts = await self._unknown_partition(topic, partition)
-        hdrs: Any = headers or ()
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         vser = self._value_serializer
         kser = self._key_serializer
         key = kser(None) if kser is not None else None
+        if vser is not None:
+            vals = [vser(v) for v in values]
+        else:
+            vals = values if isinstance(values, list) else list(values)
+        if key is not None or headers or self._batch_size > self._max_request_size:
+            return await self._send_many_each(topic, vals, key, partition, ts, headers or (), parts)
+        # Bulk path: null keys, no headers. Whole runs of values go into the open batch in one
+        # RecordBatchBuilder.append_values() call; handles are made by C-level map(). No size
+        # check: what fits in a batch (<= batch_size) fits in max_request_size; a value that
+        # does not fit opens a batch of its own through Accumulator.append, checked there.
+        acc = self._acc
+        open_batches = acc.open
+        sticky = partition is None and self._sticky is not None
+        part = partition
+        out: list[RecordHandle] = []
+        extend = out.extend
+        i = 0
+        n = len(vals)
+        while i < n:
+            st: Any = None
+            if sticky:  # a new batch moves to another partition (KIP-480)
+                st = self._sticky_state.get(topic)
+                if st is None or (st[1] is not None and st[1].sealed):
+                    st = self._new_sticky(topic, st, parts)
+                part = st[0]
+            elif part is None:
+                part = self._partitioner(None, parts[0], parts[1])
+            assert part is not None
+            batch = open_batches.get(topic, {}).get(part)
+            if batch is None:  # open one with the next record (waits for memory if short)
+                value = vals[i]
+                if value is not None and len(value) > self._size_guard:
+                    self._check_size(None, value, ())
+                handle = await acc.append(topic, part, ts, None, value, ())
+                out.append(handle)
+                batch = handle[0]
+                i += 1
+            if st is not None and st[1] is None:
+                st[1] = batch
+            builder = batch.builder
+            first = builder.record_count
+            j = builder.append_values(ts, vals, i)
+            if j > i:
+                k = j - i
+                extend(
+                    map(
+                        _new_handle,
+                        repeat(RecordHandle, k),
+                        zip(repeat(batch, k), range(first, first + k), repeat(ts, k)),
+                    )
+                )
+                i = j
+            if i < n:  # the batch is full
+                await acc.seal_full(batch)
+        return out
+
+    async def _send_many_each(
+        self,
+        topic: str,
+        vals: Sequence[Any],
+        key: Any,
+        partition: int | None,
+        ts: int,
+        hdrs: Any,
+        parts: tuple[list[int], list[int], frozenset[int]],
+    ) -> list[RecordHandle]:
+        """send_many() with a key or headers: record by record into the open batch."""
         guard = 0 if hdrs else self._size_guard
         acc = self._acc
         sticky = partition is None and self._sticky is not None and key is None
@@ -399,9 +505,7 @@ class AIOKafkaProducer:
         add = out.append
         part = partition
         batch: Any = None
-        for value in values:
-            if vser is not None:
-                value = vser(value)
+        for value in vals:
             if value is not None and len(value) > guard:
                 self._check_size(key, value, hdrs)
             if batch is not None and not batch.sealed:

@@ -69,6 +69,7 @@ class Sender:
         self._force_close = False
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
+        self._claimed: list[ProducerBatch] | None = None
         acc.wakeup = self.wakeup
         acc.fail_hook = self._on_batch_failed
         acc.kick = self._kick
@@ -270,8 +271,11 @@ class Sender:
         else:
             restamp(batch.buffer, txn.producer_id, txn.producer_epoch, batch.sequence)  # type: ignore[arg-type]
 
-    def _drain(self, now: float) -> float | None:
-        """Hand ready partition heads to per-node requests; return the next retry time."""
+    def _drain(self, now: float, claim: int | None = None) -> float | None:
+        """Hand ready partition heads to per-node requests; return the next retry time.
+
+        The batches for node ``claim`` are not given a new task but left in ``_claimed`` for
+        the request task of that node that just finished (it sends them at once)."""
         acc = self.acc
         cluster = self.client.cluster
         txn = self.txn
@@ -337,6 +341,9 @@ class Sender:
                 b.in_flight = True
                 b.attempts += 1
                 self._tp_in_flight[b.tp] = self._tp_in_flight.get(b.tp, 0) + 1
+            if node == claim:
+                self._claimed = batches
+                continue
             task = loop.create_task(self._produce(node, batches))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
@@ -344,7 +351,42 @@ class Sender:
 
     # ---- one request ---------------------------------------------------------------------
 
-    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+    async def _produce(self, node: int, batches: list[ProducerBatch] | None) -> None:
+        """One task per node while it has work: each finished request hands the node's next
+        ready batches to the same task, whose request is written before it yields (one
+        event-loop hop less per request than a new task)."""
+        while batches:
+            await self._request(node, batches)
+            batches = self._next_batches(node)
+
+    def _next_batches(self, node: int) -> list[ProducerBatch] | None:
+        """After a request to ``node`` finished: drain now (a slot freed up for queued
+        batches); return the batches to send to ``node`` from this task."""
+        if not (self.acc.has_unsent() or self._closing or self._bump_needed):
+            return None
+        txn = self.txn
+        if (
+            self._closing
+            or self._bump_needed
+            or self._task is None
+            or (txn is not None and (txn.transactional or not txn.has_pid))
+        ):
+            self.wakeup()
+            return None
+        acc = self.acc
+        now = time.monotonic()
+        self._claimed = None
+        try:
+            acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+            self._drain(now, claim=node)
+        except Exception:  # the loop will retry and report
+            log.debug("direct drain failed", exc_info=True)
+        if acc.has_unsent():
+            self.wakeup()  # timers (linger, backoff) belong to the loop
+        batches, self._claimed = self._claimed, None
+        return batches
+
+    async def _request(self, node: int, batches: list[ProducerBatch]) -> None:
         topics: dict[str, list[Any]] = {}
         for b in batches:
             lst = topics.get(b.tp.topic)
@@ -385,8 +427,6 @@ class Sender:
                     self._tp_in_flight[b.tp] = n
                 else:
                     self._tp_in_flight.pop(b.tp, None)
-            if self.acc.has_unsent() or self._closing or self._bump_needed:
-                self._kick()  # a slot freed up for queued batches
 
     def _kick(self) -> bool:
         """Drain right away (from a finished request, or from ``send()`` when a batch fills)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from crc32c import crc32c
 
@@ -75,6 +76,32 @@ def _check_timestamp(timestamp_ms: int) -> None:
     # a base timestamp this far below the int64 limit keeps base + delta within int64.
     if not -(1 << 63) <= timestamp_ms < (1 << 63) - 8192:
         raise IllegalArgumentError(f"timestamp {timestamp_ms} ms is out of range")
+
+
+#: offset deltas below this come from the tables below (2-byte varints at most)
+_TABLE = 4096
+#: attributes(0) + timestampDelta d (d < 8192)
+_TS_DELTA = [b"\x00" + SMALL[d << 1] for d in range(8192)]
+#: ``_ROWS[d][i]``: attributes(0) + timestampDelta d + offsetDelta i + null key, for d < 8
+#: (rows built on first use; row 0 now)
+_ROWS: list[list[bytes] | None] = [None] * 8
+
+
+def _row(delta: int) -> list[bytes]:
+    row = _ROWS[delta] = [_TS_DELTA[delta] + SMALL[i << 1] + b"\x01" for i in range(_TABLE)]
+    return row
+
+
+_HEAD0_NOKEY = _row(0)
+#: ``_base_ts`` before the first record: no timestamp is within 8 ms of it
+_NO_TS = -(1 << 70)
+
+
+def _key_bytes(key: bytes | bytearray | memoryview | None) -> bytes:
+    if key is None:
+        return b"\x01"
+    n = len(key)
+    return (SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)) + key
 
 
 def _encode_headers(headers: HeaderList) -> bytearray:
@@ -160,7 +187,7 @@ class RecordBatchBuilder:
         self._attributes = attributes
         self._buf = bytearray(HEADER_SIZE)
         self._count = 0
-        self._base_ts = 0
+        self._base_ts = _NO_TS
         self._max_ts = -1
         self._last_ts = -1
         self._limit = batch_size
@@ -186,45 +213,131 @@ class RecordBatchBuilder:
         count = self._count
         if timestamp_ms is None:
             timestamp_ms = _time_ns() // 1000000
-        if count:
-            delta = timestamp_ms - self._base_ts
-            if timestamp_ms > self._max_ts:
-                self._max_ts = timestamp_ms
-            if 0 <= delta < 8192 and count < 8192:
-                pre = SMALL[delta << 1] + SMALL[count << 1]
-            else:
-                _check_timestamp(timestamp_ms)
-                pre = encode_varint(delta) + encode_uvarint(count << 1)
-        else:
+        delta = timestamp_ms - self._base_ts  # never 0..7 before the first record (sentinel)
+        if 0 <= delta < 8 and key is None and value is not None and not headers and count < _TABLE:
+            # fast path: null key, no headers, small timestamp delta: one table entry
+            n = len(value)
+            if n < 8100:
+                row = _ROWS[delta]
+                if row is None:
+                    row = _row(delta)
+                rec = row[count] + SMALL[n << 1]
+                rl = len(rec) + n + 1
+                lb = SMALL[rl << 1]
+                buf = self._buf
+                if len(buf) + len(lb) + rl > self._limit:
+                    return None
+                buf += lb + rec
+                try:
+                    buf += value
+                except TypeError:  # e.g. a str value: take the record back out
+                    del buf[len(buf) - len(lb) - len(rec) :]
+                    raise
+                buf += b"\x00"
+                self._count = count + 1
+                self._last_ts = timestamp_ms
+                if delta and timestamp_ms > self._max_ts:
+                    self._max_ts = timestamp_ms
+                return count
+        if not count:
             _check_timestamp(timestamp_ms)
             self._base_ts = self._max_ts = timestamp_ms
-            pre = b"\x00\x00"  # timestampDelta 0, offsetDelta 0
-        if key is None:
-            kb = b"\x01"
-            key = b""
+            delta = 0
+        # attributes | timestampDelta | offsetDelta | key
+        if count < _TABLE and 0 <= delta < 8192:
+            rec = _TS_DELTA[delta] + SMALL[count << 1] + _key_bytes(key)
         else:
-            n = len(key)
-            kb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+            _check_timestamp(timestamp_ms)
+            rec = b"\x00" + encode_varint(delta) + encode_uvarint(count << 1) + _key_bytes(key)
         if value is None:
-            vb = b"\x01"
+            rec += b"\x01"
+            n = 0
             value = b""
         else:
             n = len(value)
-            vb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
-        # attributes 0 | deltas | key | value | headers
-        rec = b"".join(
-            (b"\x00", pre, kb, key, vb, value, _encode_headers(headers) if headers else b"\x00")
-        )
-        n = len(rec)
-        lb = SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+            rec += SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
+        tail = _encode_headers(headers) if headers else b"\x00"
+        rl = len(rec) + n + len(tail)
+        lb = SMALL[rl << 1] if rl < 8192 else encode_uvarint(rl << 1)
         buf = self._buf
-        if count and len(buf) + len(lb) + n > self._limit:
+        if count and len(buf) + len(lb) + rl > self._limit:
             return None
-        buf += lb
-        buf += rec
+        buf += lb + rec
+        try:
+            buf += value
+        except TypeError:
+            del buf[len(buf) - len(lb) - len(rec) :]
+            raise
+        buf += tail
         self._count = count + 1
         self._last_ts = timestamp_ms
+        if timestamp_ms > self._max_ts:  # only once the record is in (a refused one must not count)
+            self._max_ts = timestamp_ms
         return count
+
+    def append_values(
+        self,
+        timestamp_ms: int,
+        values: Sequence[bytes | bytearray | memoryview | None],
+        start: int = 0,
+    ) -> int:
+        """Bulk append: ``values[start:]`` as records with a null key, no headers and one
+        timestamp, as many as fit; returns the index of the first value NOT appended
+        (``len(values)`` when all were).  Offset deltas continue from :attr:`record_count`.
+
+        The same bytes as one :meth:`append` per value, from one tight loop.
+        """
+        end = len(values)
+        i = start
+        append = self.append
+        while i < end:
+            count = self._count
+            delta = timestamp_ms - self._base_ts
+            if not 0 <= delta < 8 or count >= _TABLE:  # first record, old/new ms: one by one
+                if append(timestamp_ms, None, values[i]) is None:
+                    return i
+                i += 1
+                continue
+            row = _ROWS[delta]
+            if row is None:
+                row = _row(delta)
+            room = self._limit - len(self._buf)
+            heads: list[bytes] = []
+            add = heads.append
+            off = count
+            special = False  # stopped on a value the loop does not handle
+            try:
+                for j in range(i, end):
+                    n = len(values[j])  # type: ignore[arg-type]  # None: TypeError
+                    rec = row[off] + SMALL[n << 1]  # IndexError: table end or n >= 8192
+                    rl = len(rec) + n + 1
+                    lb = SMALL[rl << 1]  # IndexError: rl >= 8192
+                    room -= len(lb) + rl
+                    if room < 0:
+                        break
+                    add(lb + rec)
+                    off += 1
+            except (TypeError, IndexError):
+                special = True
+            k = off - count
+            if k:
+                parts: list[Any] = [b"\x00"] * (3 * k)
+                parts[0::3] = heads
+                parts[1::3] = values[i : i + k]
+                self._buf += b"".join(parts)  # TypeError (e.g. a str value): nothing written
+                self._count = off
+                if timestamp_ms > self._max_ts:
+                    self._max_ts = timestamp_ms
+                self._last_ts = timestamp_ms
+                i += k
+            if not special:
+                if i < end:
+                    return i  # full
+                break
+            if append(timestamp_ms, None, values[i]) is None:
+                return i
+            i += 1
+        return i
 
     # -- accounting -----------------------------------------------------
     @property
