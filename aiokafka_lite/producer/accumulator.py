@@ -71,6 +71,10 @@ class Accumulator:
         self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.wakeup: Callable[[], None] = lambda: None
+        #: the sender must look again by this monotonic time (a new batch's linger)
+        self.wakeup_at: Callable[[float], None] = lambda when: None
+        #: a batch of this partition was sealed
+        self.wake_sealed: Callable[[TopicPartition], None] = lambda tp: None
         #: a batch just filled up: start its request now; True if one was started
         self.kick: Callable[[], bool] | None = None
         self.sealed_full = False
@@ -196,7 +200,7 @@ class Accumulator:
         self.open.setdefault(topic, {})[partition] = batch
         self.incomplete.add(batch)
         if self.send_now is None:
-            self.wakeup()
+            self.wakeup_at(batch.ready_at)
         return batch
 
     async def add_user_batch(self, bb: BatchBuilder, topic: str, partition: int) -> RecordHandle:
@@ -242,7 +246,7 @@ class Accumulator:
             dq = self.pending[tp] = deque()
         dq.append(batch)
         if wake:
-            self.wakeup()
+            self.wake_sealed(tp)
 
     def seal_ready(self, now: float, busy: Container[TopicPartition] = ()) -> float | None:
         """Seal open batches whose linger elapsed (all of them when flushing or memory is short).

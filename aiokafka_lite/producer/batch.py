@@ -264,6 +264,8 @@ class BatchBuilder:
         self._value_serializer = value_serializer
         self._closed = False
         self._first_ts: int | None = None
+        self._append = builder.append
+        self._buf = builder._buf
 
     def append(
         self,
@@ -281,15 +283,15 @@ class BatchBuilder:
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         ts = _time_ns() // 1000000 if timestamp is None else int(timestamp)
-        builder = self._builder
-        before = builder.size_in_bytes()
-        idx = builder.append(ts, key, value, headers or ())
+        buf = self._buf  # the builder's buffer: grows in place until build()
+        before = len(buf)
+        idx = self._append(ts, key, value, headers or ())
         if idx is None:
             self._closed = True
             return None
         if not idx:
             self._first_ts = ts
-        return _new_meta(BatchRecordMetadata, (idx, ts, builder.size_in_bytes() - before))
+        return _new_meta(BatchRecordMetadata, (idx, ts, len(buf) - before))
 
     def close(self) -> None:
         """Refuse further appends (the batch may still be submitted)."""

@@ -70,7 +70,11 @@ class Sender:
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         self._claimed: list[ProducerBatch] | None = None
+        #: while the loop sleeps: when its timer fires (None: no timer, idle)
+        self._sleep_until: float | None = None
         acc.wakeup = self.wakeup
+        acc.wakeup_at = self.wakeup_at
+        acc.wake_sealed = self.wake_sealed
         acc.fail_hook = self._on_batch_failed
         acc.kick = self._kick
         if acc.linger == 0 and (txn is None or not txn.transactional):
@@ -105,6 +109,21 @@ class Sender:
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
+
+    def wakeup_at(self, when: float) -> None:
+        """The loop must run by ``when`` (monotonic): wake it unless it already will."""
+        if self._waiter is None:
+            self._woken = True  # running (or not started): it looks again before sleeping
+            return
+        until = self._sleep_until
+        if until is None or when < until:
+            self.wakeup()
+
+    def wake_sealed(self, tp: TopicPartition) -> None:
+        """A batch of ``tp`` was sealed. If ``tp`` has a batch in flight (and only one may be),
+        the end of that request drains it (_next_batches): no loop turn needed."""
+        if self.idempotent or tp not in self._tp_in_flight:
+            self.wakeup()
 
     async def close(self, timeout: float) -> None:
         """Send what is queued (up to ``timeout`` s), then fail what remains and stop."""
@@ -164,10 +183,11 @@ class Sender:
             fut = self._waiter = loop.create_future()
             if nxt is None and not acc.has_unsent() and not self._closing:
                 timer = None  # idle: a new batch or a response wakes us
+                self._sleep_until = None
             else:
-                wait = (
-                    _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - time.monotonic()))
-                )
+                t = time.monotonic()
+                wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - t))
+                self._sleep_until = t + wait
                 timer = loop.call_later(wait, _wake_future, fut)
             try:
                 await fut
@@ -364,6 +384,13 @@ class Sender:
         batches); return the batches to send to ``node`` from this task."""
         if not (self.acc.has_unsent() or self._closing or self._bump_needed):
             return None
+        self._claimed = None
+        self._drain_direct(node)
+        batches, self._claimed = self._claimed, None
+        return batches
+
+    def _drain_direct(self, claim: int | None = None) -> None:
+        """Seal and drain from outside the loop when the loop is not needed for it."""
         txn = self.txn
         if (
             self._closing
@@ -372,19 +399,24 @@ class Sender:
             or (txn is not None and (txn.transactional or not txn.has_pid))
         ):
             self.wakeup()
-            return None
-        acc = self.acc
-        now = time.monotonic()
-        self._claimed = None
+            return
         try:
-            acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
-            self._drain(now, claim=node)
+            self._drain_now(time.monotonic(), claim)
         except Exception:  # the loop will retry and report
             log.debug("direct drain failed", exc_info=True)
-        if acc.has_unsent():
-            self.wakeup()  # timers (linger, backoff) belong to the loop
-        batches, self._claimed = self._claimed, None
-        return batches
+            self.wakeup()
+
+    def _drain_now(self, now: float, claim: int | None = None) -> None:
+        """Seal and drain outside the loop; the loop's timers (linger, retry backoff) are
+        moved earlier when needed. Sealed batches of a partition with a batch in flight are
+        drained when that request ends; those of a busy node when one of its requests ends."""
+        acc = self.acc
+        nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+        retry = self._drain(now, claim)
+        if nxt is not None:
+            self.wakeup_at(nxt)
+        if retry is not None:
+            self.wakeup_at(retry)
 
     async def _request(self, node: int, batches: list[ProducerBatch]) -> None:
         topics: dict[str, list[Any]] = {}
@@ -429,28 +461,11 @@ class Sender:
                     self._tp_in_flight.pop(b.tp, None)
 
     def _kick(self) -> bool:
-        """Drain right away (from a finished request, or from ``send()`` when a batch fills)
-        instead of waking the sender loop first: one event-loop hop less before the next
-        request. Returns True if a request was started."""
-        txn = self.txn
-        if (
-            self._closing
-            or self._bump_needed
-            or self._task is None
-            or (txn is not None and (txn.transactional or not txn.has_pid))
-        ):
-            self.wakeup()
-            return False
-        acc = self.acc
-        now = time.monotonic()
+        """Drain right away (from ``send()`` when a batch fills) instead of waking the sender
+        loop first: one event-loop hop less before the next request. Returns True if a
+        request was started."""
         before = len(self._requests)
-        try:
-            acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
-            self._drain(now)
-        except Exception:  # the loop will retry and report
-            log.debug("direct drain failed", exc_info=True)
-        if acc.has_unsent():
-            self.wakeup()  # timers (linger, backoff) belong to the loop
+        self._drain_direct()
         return len(self._requests) > before
 
     def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
