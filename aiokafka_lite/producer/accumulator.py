@@ -33,8 +33,9 @@ from aiokafka_lite.producer.memory import MemoryPool
 from aiokafka_lite.records.batch_builder import RecordBatchBuilder
 from aiokafka_lite.structs import TopicPartition
 
-#: event-loop turns given when a batch fills (socket -> reader -> request task: 3 hops)
-_FULL_BATCH_YIELDS = 3
+#: event-loop turns given when a batch fills (socket -> reader -> request task -> coalesced
+#: write: up to 4 hops)
+_FULL_BATCH_YIELDS = 4
 
 __all__ = [
     "Accumulator",
