@@ -226,8 +226,7 @@ class Accumulator:
         batch.user_batch = True
         self.incomplete.add(batch)
         self._seal(batch)
-        if self.kick is not None and self.kick():
-            await asyncio.sleep(0)  # let the request reach the socket
+        await self._after_full()
         return _new_handle(RecordHandle, (batch, 0, batch.first_ts))
 
     # ---- sealing and draining ----------------------------------------------------------------
