@@ -85,3 +85,22 @@ async def test_send_fast_path_respects_gate_and_sizes(kafka_bootstrap: str, new_
         await producer.stop()
     with pytest.raises(Errors.ProducerClosed):
         await producer.send(topic, b"after stop")
+
+
+async def test_send_many_handles_sequence(kafka_bootstrap: str, new_topic) -> None:
+    """The lazy handle sequence behaves like the list of per-record handles."""
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_batch_size=1024) as producer:
+        values = [b"%04d" % i * 10 for i in range(500)]  # 40 bytes: ~20 per batch
+        handles = await producer.send_many(topic, values)
+        assert len(handles) == 500
+        listed = list(handles)
+        assert len(listed) == 500
+        assert handles[-1] == listed[-1] and handles[0] == listed[0] and handles[250] == listed[250]
+        assert handles[10:13] == listed[10:13] and handles[::100] == listed[::100]
+        with pytest.raises(IndexError):
+            handles[500]
+        last = await asyncio.wait_for(handles[-1], 30)
+        mds = await asyncio.gather(*handles)
+        assert [md.offset for md in mds] == list(range(500)) and last.offset == 499
+        assert (await handles[-500]).offset == 0

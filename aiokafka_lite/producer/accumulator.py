@@ -25,7 +25,6 @@ from aiokafka_lite.producer.batch import (
     Headers,
     ProducerBatch,
     RecordHandle,
-    _new_handle,
     _wake_waiters,
     estimate_record_size,
 )
@@ -105,7 +104,7 @@ class Accumulator:
             if batch is not None:
                 idx = batch.builder.append(ts, key, value, headers)
                 if idx is not None:
-                    return _new_handle(RecordHandle, (batch, idx, ts))
+                    return RecordHandle((batch, idx, ts))
                 self._seal(batch)
                 self.sealed_full = True
         return None
@@ -155,7 +154,7 @@ class Accumulator:
         batch.first_ts = ts
         if self.send_now is not None:
             self.send_now(batch)
-        return _new_handle(RecordHandle, (batch, idx, ts))
+        return RecordHandle((batch, idx, ts))
 
     async def seal_full(self, batch: ProducerBatch) -> None:
         """A bulk append filled ``batch``: seal it and let the sender run (see _after_full)."""
@@ -227,7 +226,7 @@ class Accumulator:
         self.incomplete.add(batch)
         self._seal(batch)
         await self._after_full()
-        return _new_handle(RecordHandle, (batch, 0, batch.first_ts))
+        return RecordHandle((batch, 0, batch.first_ts))
 
     # ---- sealing and draining ----------------------------------------------------------------
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, overload
 
 from aiokafka_lite.structs import RecordMetadata, TopicPartition
 
@@ -20,6 +21,7 @@ __all__ = [
     "BatchRecordMetadata",
     "ProducerBatch",
     "RecordHandle",
+    "RecordHandles",
     "estimate_record_size",
 ]
 
@@ -233,6 +235,58 @@ class _HandleExtra:
 
 
 _new_handle = tuple.__new__
+
+
+class RecordHandles(Sequence[RecordHandle]):
+    """What ``send_many()`` returns: one :class:`RecordHandle` per record, in order, made when
+    read (a bulk send of many records builds no per-record objects it does not need).
+
+    A read-only sequence: ``len``, indexing (negative too), slicing (a list), iteration.
+    """
+
+    __slots__ = ("_runs", "_ends", "_len")
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[ProducerBatch, int, int]] = []  # (batch, first index, ts)
+        self._ends: list[int] = []  # cumulative record count at the end of each run
+        self._len = 0
+
+    def _add(self, batch: ProducerBatch, first: int, count: int, ts: int) -> None:
+        self._runs.append((batch, first, ts))
+        self._len += count
+        self._ends.append(self._len)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> RecordHandle: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RecordHandle]: ...
+
+    def __getitem__(self, i: int | slice) -> RecordHandle | list[RecordHandle]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        n = self._len
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("record handle index out of range")
+        r = bisect_right(self._ends, i)
+        batch, first, ts = self._runs[r]
+        start = self._ends[r - 1] if r else 0
+        return RecordHandle((batch, first + i - start, ts))
+
+    def __iter__(self) -> Iterator[RecordHandle]:
+        start = 0
+        for (batch, first, ts), end in zip(self._runs, self._ends):
+            for idx in range(first, first + end - start):
+                yield RecordHandle((batch, idx, ts))
+            start = end
+
+    def __repr__(self) -> str:
+        return f"<RecordHandles {self._len} records in {len(self._runs)} batch runs>"
 
 
 class BatchRecordMetadata(NamedTuple):

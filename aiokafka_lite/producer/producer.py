@@ -13,7 +13,6 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import repeat
 from typing import Any
 
 from aiokafka_lite import errors as Errors
@@ -22,7 +21,7 @@ from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.batch import (
     BatchBuilder,
     RecordHandle,
-    _new_handle,
+    RecordHandles,
     estimate_record_size,
 )
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
@@ -289,7 +288,7 @@ class AIOKafkaProducer:
                     ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
                     idx = batch.builder.append(ts, None, value)
                     if idx is not None:
-                        return _new_handle(RecordHandle, (batch, idx, ts))
+                        return RecordHandle((batch, idx, ts))
             return await self._send(topic, value, None, None, timestamp_ms, None, True)
         return await self._send(topic, value, key, partition, timestamp_ms, headers, False)
 
@@ -343,7 +342,7 @@ class AIOKafkaProducer:
                 if idx is not None:
                     if sticky is not None and sticky[1] is None:
                         sticky[1] = batch  # later unkeyed sends take send()'s fast path
-                    return _new_handle(RecordHandle, (batch, idx, ts))
+                    return RecordHandle((batch, idx, ts))
         handle = await self._acc.append(topic, partition, ts, key, value, headers)
         if sticky is not None and sticky[1] is None:
             sticky[1] = handle[0]
@@ -408,13 +407,15 @@ class AIOKafkaProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
-    ) -> list[RecordHandle]:
+    ) -> Sequence[RecordHandle]:
         """Bulk path: queue many records of one topic in one call; one handle per record.
 
         Equivalent to ``[await send(topic, v, key=k, partition=partition, ...) ...]`` but
         without a coroutine per record: unkeyed records go straight into the partition's open
         batch (``partition`` if given, else the sticky partition), all stamped with one
         timestamp (``timestamp_ms`` or now). With ``keys`` each record is partitioned by key.
+        Returns a sequence of handles, in order (unkeyed and without headers: a lazy
+        :class:`~aiokafka_lite.producer.batch.RecordHandles`, else a list).
         """
         if keys is not None:
             return [
@@ -445,8 +446,8 @@ class AIOKafkaProducer:
         open_batches = acc.open
         sticky = partition is None and self._sticky is not None
         part = partition
-        out: list[RecordHandle] = []
-        extend = out.extend
+        out = RecordHandles()
+        add_run = out._add
         i = 0
         n = len(vals)
         while i < n:
@@ -465,23 +466,18 @@ class AIOKafkaProducer:
                 if value is not None and len(value) > self._size_guard:
                     self._check_size(None, value, ())
                 handle = await acc.append(topic, part, ts, None, value, ())
-                out.append(handle)
                 batch = handle[0]
+                add_run(batch, handle[1], 1, ts)
                 i += 1
             if st is not None and st[1] is None:
                 st[1] = batch
+            if batch.sealed:  # linger 0: the batch went out with its first record
+                continue
             builder = batch.builder
             first = builder.record_count
             j = builder.append_values(ts, vals, i)
             if j > i:
-                k = j - i
-                extend(
-                    map(
-                        _new_handle,
-                        repeat(RecordHandle, k),
-                        zip(repeat(batch, k), range(first, first + k), repeat(ts, k)),
-                    )
-                )
+                add_run(batch, first, j - i, ts)
                 i = j
             if i < n:  # the batch is full
                 await acc.seal_full(batch)
@@ -511,7 +507,7 @@ class AIOKafkaProducer:
             if batch is not None and not batch.sealed:
                 idx = batch.builder.append(ts, key, value, hdrs)
                 if idx is not None:
-                    add(_new_handle(RecordHandle, (batch, idx, ts)))
+                    add(RecordHandle((batch, idx, ts)))
                     continue
             if sticky:  # a new batch: KIP-480 moves to another partition
                 st = self._sticky_state.get(topic)
