@@ -10,6 +10,7 @@ those of the record-by-record path.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,30 @@ async def test_send_many_handles_sequence(kafka_bootstrap: str, new_topic) -> No
         mds = await asyncio.gather(*handles)
         assert [md.offset for md in mds] == list(range(500)) and last.offset == 499
         assert (await handles[-500]).offset == 0
+
+
+async def test_done_callbacks_one_hook_per_batch(kafka_bootstrap: str, new_topic) -> None:
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=200) as producer:
+        handles = [await producer.send(topic, b"v%d" % i) for i in range(40)]
+        batch = handles[0][0]
+        assert all(h[0] is batch for h in handles)
+        seen: list[tuple[int, int]] = []
+
+        def cb(tag: int) -> Any:
+            return lambda h: seen.append((tag, h.result().offset if not h.cancelled() else -1))
+
+        dropped = cb(99)
+        for i, h in enumerate(handles):
+            h.add_done_callback(cb(i))
+            if i % 10 == 0:
+                h.add_done_callback(dropped)
+        assert all(handles[i].remove_done_callback(dropped) == 1 for i in range(0, 40, 10))
+        assert handles[1].remove_done_callback(dropped) == 0
+        assert len(batch.future._callbacks) == 1  # type: ignore[attr-defined]
+        assert handles[5].cancel()
+        await asyncio.sleep(0)
+        assert seen == [(5, -1)]  # a cancelled handle's callbacks run at once
+        await producer.flush()
+        await asyncio.sleep(0)
+    assert sorted(seen) == sorted([(5, -1)] + [(i, i) for i in range(40) if i != 5])

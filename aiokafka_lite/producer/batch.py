@@ -195,28 +195,33 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         if self.done():
             self.get_loop().call_soon(fn, self, context=context)
             return
+        batch = self[0]
         extra = self._extra()
-        cbs = extra.callbacks.get(self[1])
-        if cbs is None:
-            cbs = extra.callbacks[self[1]] = []
-            self[0].future.add_done_callback(self._run_callbacks)
-        cbs.append((fn, context))
+        entry = extra.callbacks.get(self[1])
+        if entry is None:
+            entry = extra.callbacks[self[1]] = (self, [])
+            if not extra.hooked:  # one batch-future callback serves every handle of the batch
+                extra.hooked = True
+                batch.future.add_done_callback(extra.run_all)
+        entry[1].append((fn, context))
 
     def remove_done_callback(self, fn: Callable[[Any], None]) -> int:
         extra = self[0].handle_extra
-        cbs = extra.callbacks.get(self[1]) if extra is not None else None
-        if not cbs:
+        entry = extra.callbacks.get(self[1]) if extra is not None else None
+        if not entry:
             return 0
+        cbs = entry[1]
         keep = [(f, c) for f, c in cbs if f != fn]
-        extra.callbacks[self[1]] = keep
-        return len(cbs) - len(keep)
+        removed = len(cbs) - len(keep)
+        cbs[:] = keep
+        return removed
 
     def _run_callbacks(self, _fut: Any) -> None:
         extra = self[0].handle_extra
-        cbs = extra.callbacks.pop(self[1], None) if extra is not None else None
-        if cbs:
+        entry = extra.callbacks.pop(self[1], None) if extra is not None else None
+        if entry:
             loop = self.get_loop()
-            for fn, ctx in cbs:
+            for fn, ctx in entry[1]:
                 loop.call_soon(fn, self, context=ctx)
 
     def __repr__(self) -> str:
@@ -227,11 +232,24 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
 class _HandleExtra:
     """Rarely used per-batch state of record handles: cancelled indexes and done callbacks."""
 
-    __slots__ = ("cancelled", "callbacks")
+    __slots__ = ("cancelled", "callbacks", "hooked")
 
     def __init__(self) -> None:
         self.cancelled: set[int] = set()
-        self.callbacks: dict[int, list[tuple[Callable[[Any], None], Any]]] = {}
+        #: record index -> (the handle the callbacks were added on, [(fn, context)])
+        self.callbacks: dict[int, tuple[RecordHandle, list[tuple[Callable[[Any], None], Any]]]] = {}
+        self.hooked = False
+
+    def run_all(self, fut: asyncio.Future[Any]) -> None:
+        """The batch is done: schedule every handle's callbacks (in the order added per
+        handle, handles in the order they got their first callback)."""
+        callbacks = self.callbacks
+        self.callbacks = {}
+        loop = fut.get_loop()
+        call_soon = loop.call_soon
+        for handle, cbs in callbacks.values():
+            for fn, ctx in cbs:
+                call_soon(fn, handle, context=ctx)
 
 
 _new_handle = tuple.__new__
