@@ -71,8 +71,8 @@ class Accumulator:
         self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.wakeup: Callable[[], None] = lambda: None
-        #: the sender must look again by this monotonic time (a new batch's linger)
-        self.wakeup_at: Callable[[float], None] = lambda when: None
+        #: a batch opened (the sender must look again by the end of its linger)
+        self.batch_opened: Callable[[ProducerBatch], None] = lambda batch: None
         #: a batch of this partition was sealed
         self.wake_sealed: Callable[[TopicPartition], None] = lambda tp: None
         #: a batch just filled up: start its request now; True if one was started
@@ -200,7 +200,7 @@ class Accumulator:
         self.open.setdefault(topic, {})[partition] = batch
         self.incomplete.add(batch)
         if self.send_now is None:
-            self.wakeup_at(batch.ready_at)
+            self.batch_opened(batch)
         return batch
 
     async def add_user_batch(self, bb: BatchBuilder, topic: str, partition: int) -> RecordHandle:

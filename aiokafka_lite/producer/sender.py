@@ -73,7 +73,7 @@ class Sender:
         #: while the loop sleeps: when its timer fires (None: no timer, idle)
         self._sleep_until: float | None = None
         acc.wakeup = self.wakeup
-        acc.wakeup_at = self.wakeup_at
+        acc.batch_opened = self.batch_opened
         acc.wake_sealed = self.wake_sealed
         acc.fail_hook = self._on_batch_failed
         acc.kick = self._kick
@@ -118,6 +118,13 @@ class Sender:
         until = self._sleep_until
         if until is None or when < until:
             self.wakeup()
+
+    def batch_opened(self, batch: ProducerBatch) -> None:
+        """A batch opened: the loop must look again by the end of its linger, unless its
+        partition has a batch in flight (and only one may be): then the end of that request
+        seals or times it (_drain_now)."""
+        if self.idempotent or batch.tp not in self._tp_in_flight:
+            self.wakeup_at(batch.ready_at)
 
     def wake_sealed(self, tp: TopicPartition) -> None:
         """A batch of ``tp`` was sealed. If ``tp`` has a batch in flight (and only one may be),
