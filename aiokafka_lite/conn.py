@@ -325,9 +325,11 @@ class BrokerConnection:
         return await fut
 
     def _write(self, frame: bytes | bytearray) -> None:
-        """Queue a frame; small frames written in one loop iteration go out in one syscall."""
+        """Write a frame. Small frames sent while others are in flight are queued and go out
+        together in one syscall at the end of the loop iteration; a lone request (the
+        request/response case, e.g. ``send_and_wait``) is written at once."""
         self.last_activity = self._loop.time()  # type: ignore[union-attr]
-        if len(frame) >= _COALESCE_LIMIT:
+        if len(frame) >= _COALESCE_LIMIT or (self._slots <= 1 and not self._wqueue):
             if self._wqueue:
                 self._flush()
             self._writer.write(frame)  # type: ignore[union-attr]
