@@ -44,6 +44,12 @@ _UNCONNECTED_PENALTY = 1 << 20  # least-loaded: any connected node beats an unco
 _CONNECT_TIMEOUT_MS = 10000
 
 
+def _port(text: str, item: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise Errors.KafkaConfigurationError(f"bad port in bootstrap address {item!r}")
+    return int(text)
+
+
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     """``"h1:9092,h2"`` or ``["h1:9092", "[::1]:9093"]`` -> ``[(host, port), ...]``."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
@@ -59,10 +65,10 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
                 raise Errors.KafkaConfigurationError(f"bad bootstrap address {item!r}")
             host, rest = item[1:end], item[end + 1 :]
             if rest.startswith(":"):
-                port = int(rest[1:])
+                port = _port(rest[1:], item)
         elif item.count(":") == 1:
             host, p = item.split(":")
-            port = int(p)
+            port = _port(p, item)
         out.append((host, port))
     if not out:
         raise Errors.KafkaConfigurationError(f"no bootstrap servers in {servers!r}")

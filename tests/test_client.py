@@ -31,6 +31,9 @@ def test_parse_bootstrap():
     assert parse_bootstrap(["h:5"]) == [("h", 5)]
     with pytest.raises(Errors.KafkaConfigurationError):
         parse_bootstrap(" , ")
+    for bad in ("h:x", "h:0", "h:70000", "[::1]:y", "[::1"):
+        with pytest.raises(Errors.KafkaConfigurationError, match="bootstrap address"):
+            parse_bootstrap(bad)
 
 
 async def test_bootstrap_skips_dead_first_entry(kafka_bootstrap):
