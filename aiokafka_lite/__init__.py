@@ -16,6 +16,7 @@ from .consumer import (
     RoundRobinPartitionAssignor,
     StickyPartitionAssignor,
 )
+from .errors import ConsumerStoppedError, IllegalOperation
 from .producer import AIOKafkaProducer, DefaultPartitioner, Producer, RoundRobinPartitioner
 from .structs import (
     BrokerMetadata,
@@ -38,7 +39,9 @@ __all__ = [
     "Consumer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerStoppedError",
     "DefaultPartitioner",
+    "IllegalOperation",
     "KafkaClient",
     "NewTopic",
     "OffsetAndMetadata",
