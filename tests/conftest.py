@@ -167,38 +167,6 @@ async def _create_topic_lite(
         await admin.close()
 
 
-def _create_topic_kafka_python(
-    bootstrap: str, name: str, partitions: int, rf: int, configs: dict[str, str]
-) -> None:
-    # TODO: temporary fallback until aiokafka_lite.admin exists; remove then.
-    from kafka.admin import KafkaAdminClient
-    from kafka.admin import NewTopic as KpNewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
-    try:
-        admin.create_topics([KpNewTopic(name, partitions, rf, topic_configs=configs)])
-        deadline = time.monotonic() + 15.0
-        while time.monotonic() < deadline:  # wait until every partition has a leader
-            described = admin.describe_topics([name])
-            parts = described[0].get("partitions", []) if described else []
-            if len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts):
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"topic {name} has no leaders after 15 s")
-    finally:
-        admin.close()
-
-
-def _lite_admin_available() -> bool:
-    if os.environ.get("AIOKAFKA_LITE_TEST_ADMIN") == "kafka-python":  # escape hatch
-        return False
-    try:
-        from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.fixture
 async def new_topic(
     request: pytest.FixtureRequest, broker: BrokerInfo
@@ -218,10 +186,7 @@ async def new_topic(
     ) -> str:
         topic = name or _topic_name(request)
         args = (broker.bootstrap, topic, partitions, replication_factor, dict(configs or {}))
-        if _lite_admin_available():
-            await asyncio.wait_for(_create_topic_lite(*args), 30)
-        else:
-            await asyncio.wait_for(asyncio.to_thread(_create_topic_kafka_python, *args), 30)
+        await asyncio.wait_for(_create_topic_lite(*args), 30)
         return topic
 
     yield create
