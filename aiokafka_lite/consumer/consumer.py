@@ -114,7 +114,7 @@ class AIOKafkaConsumer:
             connections_max_idle_ms=connections_max_idle_ms,
             security_protocol=security_protocol,
             ssl_context=ssl_context,
-            sasl_mechanism=sasl_mechanism if sasl_plain_username is not None else None,
+            sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
             allow_auto_topic_creation=False,

@@ -111,7 +111,6 @@ class AIOKafkaProducer:
         if client_id is None:
             AIOKafkaProducer._client_seq += 1
             client_id = f"aiokafka-lite-producer-{AIOKafkaProducer._client_seq}"
-        sasl = "SASL" in security_protocol
         self.client = KafkaClient(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
@@ -121,7 +120,7 @@ class AIOKafkaProducer:
             connections_max_idle_ms=connections_max_idle_ms,
             security_protocol=security_protocol,
             ssl_context=ssl_context,
-            sasl_mechanism=sasl_mechanism if sasl else None,
+            sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
         )
