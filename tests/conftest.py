@@ -3,9 +3,16 @@
 Which brokers a run uses (``broker`` is parametrized, so ONE run covers every broker listed):
 
 * ``KAFKA_BOOTSTRAP=host:port`` set: that broker only (param ``external``, nothing is started);
-* else ``KAFKA_BROKER=tansu|noida|kafka`` (or a comma list): those;
+* else ``KAFKA_BROKER=apache|tansu|noida|kafka`` (or a comma list): those;
 * else Apache Kafka in Docker through testcontainers (param ``kafka``) when a Docker engine answers;
-* else both embedded brokers, ``tansu`` and ``noida`` (see ``aiokafka_lite._embedded``).
+* else Apache Kafka from Maven Central jars (param ``apache``, see ``aiokafka_lite._apache``) AND
+  both embedded brokers, ``tansu`` and ``noida`` (see ``aiokafka_lite._embedded``). Without Java
+  >= 17 and Maven the ``apache`` tests are skipped with one reason, unless
+  ``AIOKAFKA_LITE_REQUIRE_APACHE=1`` (set by CI) makes that a failure.
+
+Beyond the parametrized ``broker``: ``apache39`` (Apache Kafka 3.9, the last line with the protocol
+versions 4.0 removed) and ``apache_cluster`` (three Apache Kafka 4.x nodes, for fault tests marked
+``cluster``) start lazily for the tests that ask for them.
 
 Each broker starts lazily, the first time a test needs it, once per session, and is stopped when
 pytest moves on to the next broker or the session ends (also on Ctrl-C; ``_embedded`` has an atexit
@@ -38,16 +45,24 @@ from typing import Any
 import pytest
 
 EMBEDDED_KINDS = ("tansu", "noida")
-ALL_KINDS = (*EMBEDDED_KINDS, "kafka", "external")
+STARTABLE_KINDS = ("apache", *EMBEDDED_KINDS, "kafka")
+ALL_KINDS = (*STARTABLE_KINDS, "external")
+REQUIRE_APACHE = os.environ.get("AIOKAFKA_LITE_REQUIRE_APACHE", "") not in ("", "0")
 
 
 @dataclass
 class BrokerInfo:
     """What tests see of the session's broker."""
 
-    kind: str  # "tansu" | "noida" | "kafka" | "external"
+    kind: str  # "apache" | "tansu" | "noida" | "kafka" | "external"
     bootstrap: str  # "host:port"
-    process: Any = field(default=None, repr=False)  # EmbeddedBroker / KafkaContainer / None
+    process: Any = field(default=None, repr=False)  # ApacheKafka / EmbeddedBroker / ... / None
+    #: SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256/512 with ``sasl_users``), where there is one
+    sasl_bootstrap: str | None = None
+    sasl_users: dict[str, str] = field(default_factory=dict)
+    #: SSL listener and the CA file that signed its certificate, where there is one
+    ssl_bootstrap: str | None = None
+    ssl_cafile: str | None = None
 
     def skip_on(self, *kinds: str, reason: str) -> None:
         """Skip the running test when this broker is one of ``kinds``."""
@@ -88,13 +103,43 @@ def broker_params() -> tuple[str, ...]:
     wanted = os.environ.get("KAFKA_BROKER", "").strip()
     if wanted:
         kinds = tuple(k.strip() for k in wanted.split(",") if k.strip())
-        bad = [k for k in kinds if k not in ("tansu", "noida", "kafka")]
+        bad = [k for k in kinds if k not in STARTABLE_KINDS]
         if bad:
-            raise pytest.UsageError(f"KAFKA_BROKER: unknown kind(s) {bad}; use tansu, noida, kafka")
+            raise pytest.UsageError(f"KAFKA_BROKER: unknown kind(s) {bad}; use {STARTABLE_KINDS}")
         return kinds
     if _docker_available():
         return ("kafka",)
-    return EMBEDDED_KINDS
+    return ("apache", *EMBEDDED_KINDS)
+
+
+@cache
+def _apache_unavailable() -> str | None:
+    from aiokafka_lite._apache import apache_available
+
+    return apache_available()
+
+
+def _need_apache() -> None:
+    """Skip (or, with AIOKAFKA_LITE_REQUIRE_APACHE=1, fail) when Apache Kafka cannot run here."""
+    reason = _apache_unavailable()
+    if reason is not None:
+        if REQUIRE_APACHE:
+            pytest.fail(f"AIOKAFKA_LITE_REQUIRE_APACHE is set but {reason}", pytrace=False)
+        pytest.skip(f"[apache] {reason}")
+
+
+def _apache_info(kafka: Any, kind: str = "apache") -> BrokerInfo:
+    from aiokafka_lite._apache import SASL_USERS
+
+    return BrokerInfo(
+        kind,
+        kafka.bootstrap,
+        kafka,
+        sasl_bootstrap=kafka.sasl_bootstrap,
+        sasl_users=dict(SASL_USERS),
+        ssl_bootstrap=kafka.ssl_bootstrap,
+        ssl_cafile=kafka.ssl_cafile,
+    )
 
 
 def _start_kafka_container() -> tuple[Any, str]:
@@ -115,6 +160,17 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
     if kind == "external":
         yield BrokerInfo("external", os.environ["KAFKA_BOOTSTRAP"])
         return
+    if kind == "apache":
+        _need_apache()
+        from aiokafka_lite._apache import ApacheKafka
+
+        kafka = ApacheKafka()
+        try:
+            kafka.start()
+            yield _apache_info(kafka)
+        finally:
+            kafka.stop()
+        return
     if kind == "kafka":
         container, bootstrap = _start_kafka_container()
         try:
@@ -130,6 +186,34 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
         yield BrokerInfo(kind, embedded.bootstrap, embedded)
     finally:
         embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def apache39() -> Iterator[BrokerInfo]:
+    """Apache Kafka 3.9 (one node), for protocol-version and interop tests."""
+    _need_apache()
+    from aiokafka_lite._apache import KAFKA_VERSIONS, ApacheKafka
+
+    kafka = ApacheKafka(KAFKA_VERSIONS["3.9"])
+    try:
+        kafka.start()
+        yield _apache_info(kafka, "apache")
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_cluster() -> Iterator[BrokerInfo]:
+    """Three Apache Kafka 4.x nodes (each broker and controller voter); ``.process`` controls them."""
+    _need_apache()
+    from aiokafka_lite._apache import ApacheKafka
+
+    kafka = ApacheKafka(nodes=3)
+    try:
+        kafka.start()
+        yield _apache_info(kafka)
+    finally:
+        kafka.stop()
 
 
 @pytest.fixture(scope="session")
@@ -193,7 +277,13 @@ async def new_topic(
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"kafka brokers: {', '.join(broker_params())}"
+    line = f"kafka brokers: {', '.join(broker_params())}"
+    if "apache" in broker_params():
+        from aiokafka_lite._apache import DEFAULT_VERSION
+
+        reason = _apache_unavailable()
+        line += f" (apache: {reason})" if reason else f" (apache: Kafka {DEFAULT_VERSION})"
+    return line
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -76,7 +76,7 @@ def test_unknown_kind() -> None:
 
 async def test_fixture_broker_and_new_topic(broker, kafka_bootstrap, new_topic) -> None:
     """The session fixture answers ApiVersions and new_topic creates the partitions asked for."""
-    assert broker.kind in ("tansu", "noida", "kafka", "external")
+    assert broker.kind in ("apache", "tansu", "noida", "kafka", "external")
     assert kafka_bootstrap == broker.bootstrap
     host, _, port = kafka_bootstrap.rpartition(":")
     assert probe_api_versions(host, int(port)) == 0
