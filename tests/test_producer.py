@@ -125,6 +125,58 @@ async def test_handles_are_future_like(kafka_bootstrap: str, new_topic) -> None:
     assert [r.value for r in got] == [b"a", b"b", b"c"]
 
 
+async def test_handle_callbacks_behave_like_future_callbacks(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """Done callbacks of record handles, pending or already done: never run inside
+    add_done_callback, run once each in the order added, in the context current when added;
+    one that raises goes to the loop's exception handler and the others still run."""
+    import contextvars
+
+    topic = await new_topic(partitions=1)
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    loop = asyncio.get_running_loop()
+    reported: list[BaseException] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(ctx["exception"]))
+    try:
+        async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=20) as producer:
+            seen: list[tuple[str, int, str]] = []
+
+            def cb(tag: str) -> Any:
+                return lambda h: seen.append((tag, h.result().offset, var.get()))
+
+            def boom(h: Any) -> None:
+                raise RuntimeError("callback failed")
+
+            pending = [await producer.send(topic, b"%d" % i) for i in range(3)]
+            var.set("pending")
+            for h in pending:
+                h.add_done_callback(cb("p"))
+            pending[0].add_done_callback(boom)
+            pending[0].add_done_callback(cb("after-boom"))
+            assert seen == []
+            await asyncio.gather(*pending)
+            await asyncio.sleep(0)
+            assert seen == [
+                ("p", 0, "pending"),
+                ("after-boom", 0, "pending"),
+                ("p", 1, "pending"),
+                ("p", 2, "pending"),
+            ]
+            assert [str(e) for e in reported] == ["callback failed"]
+
+            seen.clear()
+            var.set("done")
+            for h in pending:  # already done: scheduled, not called here
+                h.add_done_callback(cb("d"))
+            assert seen == []
+            await asyncio.sleep(0)
+            assert seen == [("d", 0, "done"), ("d", 1, "done"), ("d", 2, "done")]
+            assert await asyncio.gather(*pending) == [h.result() for h in pending]
+    finally:
+        loop.set_exception_handler(None)
+
+
 async def test_create_batch_and_send_batch(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=2)
     async with AIOKafkaProducer(
