@@ -303,3 +303,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 )
             if kind in kinds:
                 item.add_marker(pytest.mark.skip(reason=f"[{kind}] {reason}"))
+
+
+_outcomes_by_kind: dict[str, dict[str, int]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count outcomes per broker kind (the ``[apache]``-style parameter of the test id)."""
+    if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+        return
+    match = re.search(
+        r"\[(?:[^\]]*-)?(apache|tansu|noida|kafka|external)(?:-[^\]]*)?\]$", report.nodeid
+    )
+    kind = match.group(1) if match else "no broker"
+    counts = _outcomes_by_kind.setdefault(kind, {})
+    counts[report.outcome] = counts.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line per broker kind: how many tests passed, failed and were skipped on it."""
+    if not _outcomes_by_kind:
+        return
+    terminalreporter.section("outcomes per broker kind")
+    for kind, counts in sorted(_outcomes_by_kind.items()):
+        parts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+        terminalreporter.write_line(f"{kind}: {parts}")
