@@ -98,7 +98,11 @@ class Coordinator(OffsetsMixin):
         self.coordinator_id: int | None = None
         self._rejoin = True
         self._joined_topics: frozenset[str] = frozenset()
-        self._metadata_snapshot: dict[str, int] = {}
+        # partition counts the current assignment was computed from: set by the group leader
+        # (over every member's topics) and without a group; None = a follower, whose leader
+        # watches metadata for the group (Java's assignmentSnapshot)
+        self._metadata_snapshot: dict[str, int] | None = None
+        self._group_topics: frozenset[str] = frozenset()
         self._last_poll = time.monotonic()
         self._poll_expired = False
         self._last_committed: dict[TopicPartition, int] = {}
@@ -162,9 +166,16 @@ class Coordinator(OffsetsMixin):
         if subs.pattern is not None:
             subs.match_pattern(cluster.topics(self._exclude_internal))
         if subs.subscribed and not subs.user_assigned:
-            snap = {t: len(cluster.partitions_for_topic(t) or ()) for t in subs.topics}
-            if snap != self._metadata_snapshot:
+            snap = self._metadata_snapshot
+            if self.group_id is None:
+                if self._snapshot(subs.topics) != snap:
+                    self._wake.set()
+            elif snap is not None and self._snapshot(snap) != snap:
                 self._wake.set()
+
+    def _snapshot(self, topics: Any) -> dict[str, int]:
+        cluster = self._client.cluster
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
 
     # -- main loop -------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -219,16 +230,16 @@ class Coordinator(OffsetsMixin):
         if subs.pattern is not None:
             self._client.need_all_topics = True
         else:
-            self._client.set_topics(sorted(subs.topics))
+            # the leader also follows the other members' topics (it assigns them)
+            self._client.set_topics(sorted(subs.topics | self._group_topics))
 
     def _needs_rejoin(self) -> bool:
         if self._poll_expired:
             return False
         if self._rejoin or self.generation < 0 or self._subs.topics != self._joined_topics:
             return True
-        cluster = self._client.cluster
-        snap = {t: len(cluster.partitions_for_topic(t) or ()) for t in self._subs.topics}
-        return snap != self._metadata_snapshot
+        snap = self._metadata_snapshot
+        return snap is not None and self._snapshot(snap) != snap
 
     def _assign_all(self) -> None:
         cluster = self._client.cluster
@@ -237,9 +248,7 @@ class Coordinator(OffsetsMixin):
             for t in self._subs.topics
             for p in (cluster.partitions_for_topic(t) or ())
         }
-        self._metadata_snapshot = {
-            t: len(cluster.partitions_for_topic(t) or ()) for t in self._subs.topics
-        }
+        self._metadata_snapshot = self._snapshot(self._subs.topics)
         if tps != set(self._subs.assignment):
             self._subs.assign_from_subscription(tps)
 
@@ -285,6 +294,8 @@ class Coordinator(OffsetsMixin):
                 await _call_listener(subs.listener.on_partitions_revoked, revoked)
         topics = subs.topics
         await self._coordinator()
+        self._metadata_snapshot = None  # set again by _assign if this member leads
+        self._group_topics = frozenset()
         joined = await self._join(topics)
         if not joined:
             return
@@ -323,10 +334,6 @@ class Coordinator(OffsetsMixin):
                 protocol_type="consumer",
                 protocols=protocols,
             )
-            cluster = self._client.cluster
-            self._metadata_snapshot = {
-                t: len(cluster.partitions_for_topic(t) or ()) for t in topics
-            }
             resp = await self._send(
                 request, self._rebalance_timeout_ms + self._session_timeout_ms + 5000
             )
@@ -384,11 +391,19 @@ class Coordinator(OffsetsMixin):
             raise Errors.IllegalStateError(f"group chose unknown assignor {joined.protocol_name!r}")
         members = {mb.member_id: decode_subscription(mb.metadata) for mb in joined.members}
         all_topics = set().union(*(set(md.subscription) for md in members.values()))
+        self._group_topics = frozenset(all_topics)
         if not all_topics <= set(self._client.cluster.topics(False)):
             self._client.add_topics(sorted(all_topics))
             fut = self._client.request_update()
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(fut), self._request_timeout_ms / 1000)
+        # the leader rejoins when these partition counts change (not when its own metadata
+        # first learns a topic: that is what made every static restart rebalance)
+        self._metadata_snapshot = self._snapshot(all_topics)
+        if getattr(joined, "skip_assignment", False):
+            # KIP-814: a static leader replacing itself in a stable group; the broker keeps
+            # the current assignment and ignores any sent
+            return []
         result = assignor.assign(self._client.cluster, members)
         log.info(
             "group %s leader: assigned %s",
