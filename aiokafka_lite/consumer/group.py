@@ -111,6 +111,7 @@ class Coordinator(OffsetsMixin):
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._revoking = False  # the revoke listener runs: keep heartbeating
         self.fatal: BaseException | None = None
         self.rebalances = 0
         subscriptions.add_waker(self._wake.set)
@@ -289,9 +290,11 @@ class Coordinator(OffsetsMixin):
                 except Errors.KafkaError as exc:
                     log.warning("commit before rebalance failed: %r", exc)
             revoked = set(subs.assignment)
-            subs.assign_from_subscription(())
             if subs.listener is not None:
-                await _call_listener(subs.listener.on_partitions_revoked, revoked)
+                # the assignment, positions and heartbeats stay alive through the callback,
+                # so commit() in it commits (the standard place to save progress)
+                await self._revoke(revoked)
+            subs.assign_from_subscription(())
         topics = subs.topics
         await self._coordinator()
         self._metadata_snapshot = None  # set again by _assign if this member leads
@@ -316,6 +319,13 @@ class Coordinator(OffsetsMixin):
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
         if subs.listener is not None:
             await _call_listener(subs.listener.on_partitions_assigned, set(tps))
+
+    async def _revoke(self, revoked: set[TopicPartition]) -> None:
+        self._revoking = True
+        try:
+            await _call_listener(self._subs.listener.on_partitions_revoked, revoked)
+        finally:
+            self._revoking = False
 
     async def _join(self, topics: frozenset[str]) -> Any:
         protocols = [
@@ -437,7 +447,7 @@ class Coordinator(OffsetsMixin):
     async def _heartbeat_loop(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._heartbeat_interval)
-            if not self.uses_group or self.generation < 0 or self._rejoin:
+            if not self.uses_group or self.generation < 0 or (self._rejoin and not self._revoking):
                 continue
             if time.monotonic() - self._last_poll > self._max_poll_interval:
                 log.warning(
@@ -447,10 +457,10 @@ class Coordinator(OffsetsMixin):
                 )
                 self._poll_expired = True
                 revoked = set(self._subs.assignment)
+                if self._subs.listener is not None and revoked:
+                    await self._revoke(revoked)  # still a member: commits there work
                 self._subs.assign_from_subscription(())
                 await self._leave_group("max_poll_interval_ms exceeded")
-                if self._subs.listener is not None and revoked:
-                    await _call_listener(self._subs.listener.on_partitions_revoked, revoked)
                 continue
             request = m.HeartbeatRequest(
                 group_id=self.group_id,
