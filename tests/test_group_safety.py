@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaProducer as PeerProducer
 
 from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka_lite.structs import TopicPartition
@@ -81,3 +82,66 @@ async def test_commit_in_on_partitions_revoked(
     finally:
         await b.stop()
         await a.stop()
+
+
+def strict_value(value: bytes | None) -> bytes | None:
+    """A value deserializer that rejects b"bad"."""
+    if value == b"bad":
+        raise ValueError("cannot deserialize b'bad'")
+    return value
+
+
+async def produce_values(bootstrap: str, topic: str, values: dict[int, list[bytes]]) -> None:
+    """Write the values of each partition, batched together (one linger window)."""
+    producer = PeerProducer(bootstrap_servers=bootstrap, linger_ms=200)
+    await producer.start()
+    try:
+        futs = [await producer.send(topic, v, partition=p) for p, vs in values.items() for v in vs]
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+
+
+@pytest.mark.parametrize("max_records", [None, 2])
+async def test_deserializer_error_skips_nothing(
+    kafka_bootstrap: str, new_topic: Any, max_records: int | None
+) -> None:
+    """A value deserializer fails on one record: every record before it (of every partition)
+    is handed out exactly once, the error reaches the caller, the position stays AT the bad
+    record on every later poll until the user seeks past it; nothing else is skipped."""
+    topic = await new_topic(partitions=2)
+    p0 = [b"a0", b"a1", b"a2", b"bad", b"a4", b"a5", b"a6", b"a7"]
+    await produce_values(kafka_bootstrap, topic, {0: p0, 1: [b"b0", b"b1", b"b2", b"b3", b"b4"]})
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap,
+        value_deserializer=strict_value,
+        auto_offset_reset="earliest",
+        max_poll_records=max_records,
+    )
+    await c.start()
+    try:
+        c.assign([tp0, tp1])
+        got: list[tuple[int, int, bytes]] = []
+        errors = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline and (errors < 2 or len(got) < 8):
+            try:
+                batch = await c.getmany(timeout_ms=200)
+            except ValueError:
+                errors += 1
+                assert await c.position(tp0) == 3
+                continue
+            for tp, recs in batch.items():
+                got.extend((tp.partition, r.offset, r.value) for r in recs)
+        assert errors >= 2  # raised again: the bad record is not skipped silently
+        assert sorted(got) == [(0, o, p0[o]) for o in range(3)] + [
+            (1, o, b"b%d" % o) for o in range(5)
+        ]
+        assert await c.position(tp0) == 3
+        c.seek(tp0, 4)  # the user decides to skip the bad record
+        rest = await drain(c, 4)
+        assert [(r.partition, r.offset) for r in rest] == [(0, o) for o in range(4, 8)]
+    finally:
+        await c.stop()

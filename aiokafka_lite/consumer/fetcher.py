@@ -137,13 +137,17 @@ class Fetcher:
                 continue
             try:
                 recs = buf.take(n)
-            except Errors.KafkaError as exc:  # corrupt data: drop it; refetched on next poll
+            except Exception as exc:
+                # a record that cannot be decoded (KafkaError) or deserialized (the user's
+                # exception): the position stays AT it, nothing after it is skipped
+                if out:
+                    break  # hand out what was taken first; the buffer raises again next call
                 del buffers[tp]
-                self._wake.set()
-                if not out:
-                    raise
-                self._subs.set_error(st, exc)  # records already taken must not be lost
-                break
+                if isinstance(exc, Errors.KafkaError):  # corrupt data: refetched next poll
+                    self._wake.set()
+                else:  # a deserializer error: raised again (after the other partitions'
+                    buffers[tp] = buf  # records) until seek() moves past it
+                raise
             st.position = buf.position
             if buf.exhausted:
                 del buffers[tp]
