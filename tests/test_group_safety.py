@@ -145,3 +145,29 @@ async def test_deserializer_error_skips_nothing(
         assert [(r.partition, r.offset) for r in rest] == [(0, o) for o in range(4, 8)]
     finally:
         await c.stop()
+
+
+async def test_offsets_of_topics_the_consumer_does_not_track(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """beginning_offsets / end_offsets / offsets_for_times of a topic that is neither
+    subscribed nor assigned answer at once (Apache Kafka answers a Metadata request naming no
+    topic with none: the lookup must make the metadata track the topic)."""
+    topic = await new_topic(partitions=2)
+    other = await new_topic(partitions=1, name=f"{topic}-other")
+    await produce(kafka_bootstrap, topic, 3, 2)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    alone = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap)
+    member = AIOKafkaConsumer(other, bootstrap_servers=kafka_bootstrap, group_id=group_name())
+    for c in (alone, member):
+        await c.start()
+    try:
+        for c in (alone, member):
+            # bounded well below request_timeout_ms (40 s): a lookup that hangs fails here
+            assert await asyncio.wait_for(c.end_offsets(tps), 15) == {tp: 3 for tp in tps}
+            assert await asyncio.wait_for(c.beginning_offsets(tps), 15) == {tp: 0 for tp in tps}
+            found = await asyncio.wait_for(c.offsets_for_times({tps[1]: 0}), 15)
+            assert found[tps[1]] is not None and found[tps[1]].offset == 0
+    finally:
+        for c in (alone, member):
+            await c.stop()

@@ -412,6 +412,9 @@ class Fetcher:
         remaining = dict(timestamps)
         result: dict[TopicPartition, tuple[int, int]] = {}
         while remaining:
+            # the metadata must track these topics: Apache Kafka answers a Metadata request
+            # naming no topic with none (and the group coordinator resets the tracked set)
+            self._client.add_topics({tp.topic for tp in remaining})
             cluster = self._client.cluster
             by_node: dict[int, dict[TopicPartition, int]] = {}
             missing = False
