@@ -96,9 +96,8 @@ class Fetcher:
         tasks = [t for t in (self._task, self._resetting, *self._inflight.values()) if t]
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        if tasks:  # never raises the tasks' errors; our own cancellation propagates
+            await asyncio.wait(tasks, timeout=5)
         self._buffers.clear()
         self._data.set()
 
@@ -214,7 +213,7 @@ class Fetcher:
                     await asyncio.wait_for(self._wake.wait(), delay)
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # pragma: no cover - a bug: surface it to the caller
+        except Exception as exc:  # pragma: no cover - a bug: surface it to the caller
             log.exception("fetcher planner crashed")
             self.fatal = exc
             self._data.set()
@@ -452,7 +451,7 @@ class Fetcher:
                 )
             if retry:
                 fut = self._client.request_update()
-                with contextlib.suppress(BaseException):
+                with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
                     await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, min(1.0, deadline - time.monotonic()))
                     )

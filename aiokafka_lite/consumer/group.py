@@ -139,16 +139,20 @@ class Coordinator(OffsetsMixin):
         self._closed = True
         self._client.cluster.remove_listener(self._on_metadata)
         self._subs.remove_waker(self._wake.set)
-        for t in (self._task, self._hb_task):
-            if t is not None:
-                t.cancel()
-                with contextlib.suppress(BaseException):
-                    await t
+        tasks = [t for t in (self._task, self._hb_task) if t is not None]
+        for t in tasks:
+            t.cancel()
+        if tasks:  # never raises the tasks' errors; our own cancellation propagates
+            await asyncio.wait(tasks, timeout=5)
+        # the last commit and the LeaveGroup share ONE request_timeout_ms budget: stop() stays
+        # bounded with a silent coordinator
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout_ms / 1000
         if self._auto_commit and self.group_id is not None:
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._commit_positions(), self._request_timeout_ms / 1000)
+                await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
         if leave:
-            await self._leave_group("consumer stopped")
+            await self._leave_group("consumer stopped", max(0.0, deadline - loop.time()))
 
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
@@ -427,7 +431,7 @@ class Coordinator(OffsetsMixin):
             for mid, a in result.items()
         ]
 
-    async def _leave_group(self, reason: str) -> None:
+    async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
         if self.group_id is None or (self.generation < 0 and not self.member_id):
             return
         if self.group_instance_id is not None or not self.member_id:
@@ -438,8 +442,11 @@ class Coordinator(OffsetsMixin):
             member_id=self.member_id,
             members=[m.LeaveGroupRequest.MemberIdentity(member_id=self.member_id, reason=reason)],
         )
-        with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._send(request), self._request_timeout_ms / 1000)
+        if timeout is None:
+            timeout = self._request_timeout_ms / 1000
+        if timeout > 0:
+            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._send(request), timeout)
         self.generation = -1
         self.member_id = ""
 
