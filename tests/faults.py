@@ -9,7 +9,8 @@ own codec so it knows which API each response answers. Rules act on chosen respo
 * ``delay``: hold the response (and the ones after it on that connection) for a while;
 * ``drop``: never deliver the response (the client's request times out);
 * ``cut``: close the connection instead of delivering it (the broker did the work);
-* ``corrupt``: flip a byte inside a Fetch partition's record data (CRC mismatch).
+* ``corrupt``: flip a byte inside a Fetch partition's record data (CRC mismatch);
+* ``observe``: change nothing, count the matches (``hits``; ``done`` is set after ``times``).
 
 Rules with ``direction="request"`` act on requests before the broker sees them: ``drop`` (the
 broker never gets it; later requests on the connection still go through), ``delay``, ``cut``,
@@ -62,7 +63,7 @@ class Rule:
     """What to do with the next ``times`` responses of ``api_key`` that match."""
 
     api_key: int
-    action: str  # "error" | "delay" | "drop" | "cut" | "corrupt"
+    action: str  # "error" | "delay" | "drop" | "cut" | "corrupt" | "observe" | "reject"
     error_code: int = 0
     topic: str | None = None
     partition: int | None = None
@@ -205,6 +206,8 @@ class FaultProxy:
                 raise _Cut
             if rule.action == "delay":
                 await asyncio.sleep(rule.seconds)
+            elif rule.action == "observe":
+                pass
             elif rule.action == "reject" and key == API.PRODUCE:
                 resp_cls = req_cls.RESPONSE  # type: ignore[attr-defined]
                 tcls = resp_cls.TopicProduceResponse
@@ -290,6 +293,8 @@ class FaultProxy:
                 changed = True
             elif rule.action == "delay":
                 await asyncio.sleep(rule.seconds)
+            elif rule.action == "observe":
+                pass
             elif rule.action == "drop":
                 return None
             elif rule.action == "cut":
@@ -407,3 +412,14 @@ def _corrupt(resp: Any, topic: str | None, partition: int | None) -> None:
             data = bytearray(node.records)
             data[-1] ^= 0xFF  # inside the last record: the batch CRC no longer matches
             node.records = bytes(data)
+
+
+def any_error(code: int) -> Callable[[Any], bool]:
+    """A ``when`` predicate: the response carries ``code`` somewhere."""
+
+    def check(resp: Any) -> bool:
+        return any(
+            getattr(node, "error_code", None) == code for node, _, _ in _walk(resp, None, None)
+        )
+
+    return check

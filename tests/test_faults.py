@@ -17,7 +17,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer
 from aiokafka_lite.producer import AIOKafkaProducer
 from aiokafka_lite.structs import TopicPartition
-from tests.faults import API, FaultProxy, Rule
+from tests.faults import API, FaultProxy, Rule, any_error
 from tests.test_consumer import drain, produce
 from tests.test_group import FAST, _session_timeout, group_name, settle
 
@@ -228,3 +228,270 @@ async def test_stop_is_bounded_with_a_silent_broker(
     for fut in pending:
         log.warning("undelivered record: %r", fut.exception())
         assert fut.done() and isinstance(fut.exception(), Errors.KafkaError)
+
+
+# -- fetch errors ----------------------------------------------------------------------------
+async def consume_exactly(c: AIOKafkaConsumer, want: int, timeout: float = 30) -> list[Any]:
+    """Every record of a drain, checked for duplicates by (partition, offset)."""
+    got = await drain(c, want, timeout)
+    keys = [(r.partition, r.offset) for r in got]
+    assert len(keys) == len(set(keys)), "a record was delivered twice"
+    return got
+
+
+@pytest.mark.parametrize(
+    "code",
+    [Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno],
+    ids=["NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"],
+)
+async def test_fetch_leader_errors_refresh_and_retry(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any, code: int
+) -> None:
+    """Java: refresh metadata, retry the partition; nothing lost, nothing twice."""
+    topic = await new_topic(partitions=2)
+    await produce(kafka_bootstrap, topic, 20, 2)
+    fault = proxy.add(Rule(API.FETCH, "error", error_code=code, topic=topic, partition=1, times=3))
+    metadata = proxy.add(Rule(API.METADATA, "observe", times=-1))
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=50
+    )
+    await c.start()
+    try:
+        got = await consume_exactly(c, 40)
+        assert sorted((r.partition, r.offset) for r in got) == [
+            (p, o) for p in range(2) for o in range(20)
+        ]
+        assert fault.hits == 3
+        assert metadata.hits >= 2  # the error made the consumer refresh its metadata
+    finally:
+        await c.stop()
+
+
+async def test_fetch_offset_out_of_range(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """Java: with auto_offset_reset the position is reset (earliest: from the log start
+    again); with "none" OffsetOutOfRangeError reaches the caller and the position stays."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    for reset in ("earliest", "none"):
+        c = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset=reset)
+        await c.start()
+        try:
+            c.assign([tp])
+            c.seek(tp, 4)
+            fault = proxy.add(Rule(API.FETCH, "error", error_code=1, topic=topic, partition=0))
+            if reset == "earliest":
+                got = await consume_exactly(c, 10)
+                assert [r.offset for r in got] == list(range(10))
+            else:
+                with pytest.raises(Errors.OffsetOutOfRangeError):
+                    await drain(c, 1)
+                assert await c.position(tp) == 4
+                got = await consume_exactly(c, 6)  # the next fetch from 4 is answered
+                assert [r.offset for r in got] == list(range(4, 10))
+            assert fault.hits == 1
+        finally:
+            await c.stop()
+
+
+async def test_corrupt_fetch_data_is_raised_and_skips_nothing(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """A batch failing its CRC: CorruptRecordException reaches the caller, the position stays
+    at the batch, the refetched (intact) data is delivered; nothing lost or twice."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([tp])
+        await c.seek_to_beginning(tp)
+        fault = proxy.add(Rule(API.FETCH, "corrupt", topic=topic, when=has_records))
+        errors = 0
+        got: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while len(got) < 10 and loop.time() < deadline:
+            try:
+                for recs in (await c.getmany(timeout_ms=200)).values():
+                    got.extend(recs)
+            except Errors.CorruptRecordException:
+                errors += 1
+                assert await c.position(tp) == 0
+        assert fault.hits == 1 and errors == 1
+        assert [r.offset for r in got] == list(range(10))
+    finally:
+        await c.stop()
+
+
+def has_records(resp: Any) -> bool:
+    """``when`` predicate: a Fetch response carrying record data."""
+    return any(getattr(p, "records", None) for t in resp.responses for p in t.partitions)
+
+
+# -- group errors ----------------------------------------------------------------------------
+async def joined_member(proxy: FaultProxy, topic: str, **kw: Any) -> AIOKafkaConsumer:
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap,
+        group_id=group_name(),
+        enable_auto_commit=False,
+        **dict(FAST, **kw),
+    )
+    await c.start()
+    await settle([c], {TopicPartition(topic, 0)})
+    return c
+
+
+@pytest.mark.parametrize(
+    "code",
+    [Errors.GroupCoordinatorNotAvailableError.errno, Errors.NotCoordinatorForGroupError.errno],
+    ids=["COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"],
+)
+async def test_commit_retries_coordinator_errors(
+    proxy: FaultProxy, new_topic: Any, code: int
+) -> None:
+    """Java: rediscover the coordinator and retry; the commit succeeds."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        fault = proxy.add(Rule(API.OFFSET_COMMIT, "error", error_code=code, times=2))
+        find = proxy.add(Rule(API.FIND_COORDINATOR, "observe", times=-1))
+        await c.commit({tp: 7})
+        assert fault.hits == 2
+        assert find.hits >= 1  # looked the coordinator up again
+        assert await c.committed(tp) == 7
+    finally:
+        await c.stop()
+
+
+async def test_commit_during_rebalance_fails_then_member_rejoins(
+    proxy: FaultProxy, new_topic: Any
+) -> None:
+    """REBALANCE_IN_PROGRESS on a commit: CommitFailedError (the partitions may move), the
+    member rejoins (new generation) and later commits succeed."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        generation = c.group_generation
+        proxy.add(Rule(API.OFFSET_COMMIT, "error", error_code=27))
+        with pytest.raises(Errors.CommitFailedError):
+            await c.commit({tp: 3})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while (c.group_generation <= generation or not c.assignment()) and loop.time() < deadline:
+            await c.getmany(timeout_ms=100)
+        assert c.group_generation > generation and c.assignment() == {tp}
+        await c.commit({tp: 3})
+        assert await c.committed(tp) == 3
+    finally:
+        await c.stop()
+
+
+@pytest.mark.parametrize("api", [API.SYNC_GROUP, API.HEARTBEAT], ids=["SyncGroup", "Heartbeat"])
+async def test_rebalance_in_progress_makes_the_member_rejoin(
+    proxy: FaultProxy, new_topic: Any, api: int
+) -> None:
+    """REBALANCE_IN_PROGRESS on SyncGroup or Heartbeat: the member rejoins (JoinGroup again)
+    and ends up assigned, in a newer generation."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        generation = c.group_generation
+        joins = proxy.add(Rule(API.JOIN_GROUP, "observe", times=-1))
+        fault = proxy.add(Rule(api, "error", error_code=27))
+        if api == API.SYNC_GROUP:
+            c._coordinator._rejoin = True  # noqa: SLF001 - start a rebalance to reach SyncGroup
+            c._coordinator._wake.set()  # noqa: SLF001
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline and not (
+            fault.hits
+            and joins.hits >= 1
+            and c.assignment() == {tp}
+            and c.group_generation > generation
+        ):
+            await c.getmany(timeout_ms=100)
+        assert fault.hits == 1
+        assert joins.hits >= (2 if api == API.SYNC_GROUP else 1)
+        assert c.assignment() == {tp} and c.group_generation > generation
+    finally:
+        await c.stop()
+
+
+# -- idempotent producer ---------------------------------------------------------------------
+async def read_values(bootstrap: str, topic: str, want: int) -> list[bytes]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        got = await drain(c, want + 1, timeout=5 if want == 0 else 20)
+        return [r.value for r in got]
+    finally:
+        await c.stop()
+
+
+async def test_idempotent_producer_out_of_order_sequence_after_a_lost_request(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """A Produce request vanishes on the way; the broker answers the next ones (later
+    sequences) OUT_OF_ORDER_SEQUENCE_NUMBER. Java: retry in sequence order; every
+    acknowledged record is in the log exactly once, in send order."""
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        enable_idempotence=True,
+        request_timeout_ms=3000,
+        retry_backoff_ms=50,
+        linger_ms=0,
+        max_batch_size=200,
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        lost = proxy.add(Rule(API.PRODUCE, "drop", direction="request"))
+        ooo = proxy.add(Rule(API.PRODUCE, "observe", times=-1, when=any_error(45)))
+        handles = [await producer.send(topic, b"%03d" % i, partition=0) for i in range(60)]
+        mds = await asyncio.wait_for(asyncio.gather(*handles), 60)
+        assert lost.hits == 1
+        assert ooo.hits >= 1  # the broker itself refused the later sequences
+        assert [md.offset for md in mds] == sorted(md.offset for md in mds)
+    finally:
+        await producer.stop()
+    values = await read_values(kafka_bootstrap, topic, 61)
+    assert values == [b"warm-up"] + [b"%03d" % i for i in range(60)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [Errors.UnknownProducerId.errno, Errors.OutOfOrderSequenceNumber.errno],
+    ids=["UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"],
+)
+async def test_idempotent_producer_sequence_error_bumps_the_epoch(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any, code: int
+) -> None:
+    """The broker refuses the oldest in-flight batch with a sequence error (and writes
+    nothing): KIP-360, the producer bumps its epoch (InitProducerId again), re-stamps and
+    resends; every record is written exactly once, in order."""
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap, enable_idempotence=True, retry_backoff_ms=50
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        init = proxy.add(Rule(API.INIT_PRODUCER_ID, "observe", times=-1))
+        proxy.add(Rule(API.PRODUCE, "reject", error_code=code, direction="request"))
+        handles = [await producer.send(topic, b"%d" % i, partition=0) for i in range(20)]
+        await asyncio.wait_for(asyncio.gather(*handles), 30)
+        assert init.hits == 1  # the epoch was bumped once
+    finally:
+        await producer.stop()
+    values = await read_values(kafka_bootstrap, topic, 21)
+    assert values == [b"warm-up"] + [b"%d" % i for i in range(20)]
