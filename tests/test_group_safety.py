@@ -49,8 +49,12 @@ async def test_commit_in_on_partitions_revoked(
 ) -> None:
     """commit() inside on_partitions_revoked commits the positions reached so far; with a
     callback slower than session_timeout_ms the member stays alive (heartbeats continue)."""
+    broker.skip_on(
+        "noida",
+        reason="noida-db answers IllegalGeneration to commits while a rebalance is prepared",
+    )
     if slow:
-        broker.skip_on("tansu", "noida", reason="toy brokers' session expiry differs")
+        broker.skip_on("tansu", reason="Tansu's session expiry differs from Kafka's")
     topic = await new_topic(partitions=2)
     await produce(kafka_bootstrap, topic, 5, 2)
     tps = {TopicPartition(topic, p) for p in range(2)}
@@ -148,11 +152,12 @@ async def test_deserializer_error_skips_nothing(
 
 
 async def test_offsets_of_topics_the_consumer_does_not_track(
-    kafka_bootstrap: str, new_topic: Any
+    kafka_bootstrap: str, broker: Any, new_topic: Any
 ) -> None:
     """beginning_offsets / end_offsets / offsets_for_times of a topic that is neither
     subscribed nor assigned answer at once (Apache Kafka answers a Metadata request naming no
     topic with none: the lookup must make the metadata track the topic)."""
+    broker.skip_on("tansu", reason="ListOffsets latest is wrong on Tansu (DESIGN.md)")
     topic = await new_topic(partitions=2)
     other = await new_topic(partitions=1, name=f"{topic}-other")
     await produce(kafka_bootstrap, topic, 3, 2)
