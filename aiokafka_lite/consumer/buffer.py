@@ -10,7 +10,10 @@ consumer-side rules (pure functions, no I/O):
 * ``read_committed``: records of aborted transactions (from the response's aborted
   transaction list) are skipped, and nothing at or past the last stable offset is returned;
 * the position advances past every consumed batch (``last_offset + 1``), so control batches
-  and compacted gaps never cause the same bytes to be fetched again.
+  and compacted gaps never cause the same bytes to be fetched again;
+* a record that cannot be decoded or deserialized stops the buffer there: the records before it
+  are handed out, then ``take`` raises the error with ``position`` left AT the failing record
+  (the position only ever moves past records that were handed out).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class PartitionBuffer:
         "_lso",
         "exhausted",
         "start",
+        "_error",
     )
 
     def __init__(
@@ -75,9 +79,13 @@ class PartitionBuffer:
             self._aborted = [(first, pid) for pid, first in aborted]
             heapq.heapify(self._aborted)
         self.exhausted = False
+        self._error: BaseException | None = None
 
     def take(self, n: int) -> list[Any]:
-        """Hand out up to ``n`` records (fewer when the buffer runs dry: then ``exhausted``)."""
+        """Hand out up to ``n`` records (fewer when the buffer runs dry: then ``exhausted``).
+
+        Raises the error of an undecodable record once the records before it were handed out
+        (returned by an earlier call); ``position`` then is that record's offset."""
         out: list[Any] = []
         while n > 0:
             idx = self._idx
@@ -99,7 +107,16 @@ class PartitionBuffer:
                     out = chunk
                 n -= len(chunk)
                 continue
-            if not self._next_batch():
+            if self._error is not None:
+                if out:
+                    return out  # the error comes with the next call: nothing is lost
+                raise self._error
+            try:
+                more = self._next_batch()
+            except Exception as exc:  # corrupt batch: position stays at its start
+                self._error = exc
+                continue
+            if not more:
                 self.exhausted = True
                 break
         return out
@@ -128,7 +145,19 @@ class PartitionBuffer:
             if batch.is_control:
                 self.position = last + 1
                 continue
-            recs = self._build(batch, self.position)
+            try:
+                recs = self._build(batch, self.position)
+            except _BadRecord as bad:
+                # hand out the records before the bad one, then raise at its offset
+                self._error = bad.error
+                self._batches = iter(())
+                if not bad.records:
+                    self.position = max(self.position, bad.offset)
+                    raise bad.error from None
+                self._batch_next = bad.offset
+                self._records = bad.records
+                self._idx = 0
+                return True
             if not recs:
                 self.position = last + 1
                 continue
@@ -136,6 +165,16 @@ class PartitionBuffer:
             self._idx = 0
             return True
         return False
+
+
+class _BadRecord(Exception):
+    """A deserializer failed: the good records before it, its offset and the error."""
+
+    def __init__(self, records: list[Any], offset: int, error: BaseException) -> None:
+        super().__init__(offset)
+        self.records = records
+        self.offset = offset
+        self.error = error
 
 
 def _record_builder(
@@ -154,11 +193,17 @@ def _record_builder(
         if out is None:  # legacy message sets: the records reader's path
             out = legacy(batch, position)
         if kd is not None or vd is not None:
-            for r in out:  # like aiokafka: deserializers also see None
-                if kd is not None:
-                    r.key = kd(r.key)
-                if vd is not None:
-                    r.value = vd(r.value)
+            for i, r in enumerate(out):  # like aiokafka: deserializers also see None
+                try:
+                    if kd is not None:
+                        r.key = kd(r.key)
+                    if vd is not None:
+                        r.value = vd(r.value)
+                except Exception as exc:
+                    note = getattr(exc, "add_note", None)
+                    if note is not None:
+                        note(f"while deserializing {tp} offset {r.offset}")
+                    raise _BadRecord(out[:i], r.offset, exc) from None
         return out
 
     def legacy(batch: Any, position: int) -> list[Any]:

@@ -96,9 +96,8 @@ class Fetcher:
         tasks = [t for t in (self._task, self._resetting, *self._inflight.values()) if t]
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        if tasks:  # never raises the tasks' errors; our own cancellation propagates
+            await asyncio.wait(tasks, timeout=5)
         self._buffers.clear()
         self._data.set()
 
@@ -137,13 +136,17 @@ class Fetcher:
                 continue
             try:
                 recs = buf.take(n)
-            except Errors.KafkaError as exc:  # corrupt data: drop it; refetched on next poll
+            except Exception as exc:
+                # a record that cannot be decoded (KafkaError) or deserialized (the user's
+                # exception): the position stays AT it, nothing after it is skipped
+                if out:
+                    break  # hand out what was taken first; the buffer raises again next call
                 del buffers[tp]
-                self._wake.set()
-                if not out:
-                    raise
-                self._subs.set_error(st, exc)  # records already taken must not be lost
-                break
+                if isinstance(exc, Errors.KafkaError):  # corrupt data: refetched next poll
+                    self._wake.set()
+                else:  # a deserializer error: raised again (after the other partitions'
+                    buffers[tp] = buf  # records) until seek() moves past it
+                raise
             st.position = buf.position
             if buf.exhausted:
                 del buffers[tp]
@@ -210,7 +213,7 @@ class Fetcher:
                     await asyncio.wait_for(self._wake.wait(), delay)
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # pragma: no cover - a bug: surface it to the caller
+        except Exception as exc:  # pragma: no cover - a bug: surface it to the caller
             log.exception("fetcher planner crashed")
             self.fatal = exc
             self._data.set()
@@ -408,6 +411,9 @@ class Fetcher:
         remaining = dict(timestamps)
         result: dict[TopicPartition, tuple[int, int]] = {}
         while remaining:
+            # the metadata must track these topics: Apache Kafka answers a Metadata request
+            # naming no topic with none (and the group coordinator resets the tracked set)
+            self._client.add_topics({tp.topic for tp in remaining})
             cluster = self._client.cluster
             by_node: dict[int, dict[TopicPartition, int]] = {}
             missing = False
@@ -445,7 +451,7 @@ class Fetcher:
                 )
             if retry:
                 fut = self._client.request_update()
-                with contextlib.suppress(BaseException):
+                with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
                     await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, min(1.0, deadline - time.monotonic()))
                     )

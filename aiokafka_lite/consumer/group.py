@@ -98,7 +98,11 @@ class Coordinator(OffsetsMixin):
         self.coordinator_id: int | None = None
         self._rejoin = True
         self._joined_topics: frozenset[str] = frozenset()
-        self._metadata_snapshot: dict[str, int] = {}
+        # partition counts the current assignment was computed from: set by the group leader
+        # (over every member's topics) and without a group; None = a follower, whose leader
+        # watches metadata for the group (Java's assignmentSnapshot)
+        self._metadata_snapshot: dict[str, int] | None = None
+        self._group_topics: frozenset[str] = frozenset()
         self._last_poll = time.monotonic()
         self._poll_expired = False
         self._last_committed: dict[TopicPartition, int] = {}
@@ -107,6 +111,7 @@ class Coordinator(OffsetsMixin):
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._revoking = False  # the revoke listener runs: keep heartbeating
         self.fatal: BaseException | None = None
         self.rebalances = 0
         subscriptions.add_waker(self._wake.set)
@@ -134,16 +139,20 @@ class Coordinator(OffsetsMixin):
         self._closed = True
         self._client.cluster.remove_listener(self._on_metadata)
         self._subs.remove_waker(self._wake.set)
-        for t in (self._task, self._hb_task):
-            if t is not None:
-                t.cancel()
-                with contextlib.suppress(BaseException):
-                    await t
+        tasks = [t for t in (self._task, self._hb_task) if t is not None]
+        for t in tasks:
+            t.cancel()
+        if tasks:  # never raises the tasks' errors; our own cancellation propagates
+            await asyncio.wait(tasks, timeout=5)
+        # the last commit and the LeaveGroup share ONE request_timeout_ms budget: stop() stays
+        # bounded with a silent coordinator
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout_ms / 1000
         if self._auto_commit and self.group_id is not None:
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._commit_positions(), self._request_timeout_ms / 1000)
+                await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
         if leave:
-            await self._leave_group("consumer stopped")
+            await self._leave_group("consumer stopped", max(0.0, deadline - loop.time()))
 
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
@@ -162,9 +171,16 @@ class Coordinator(OffsetsMixin):
         if subs.pattern is not None:
             subs.match_pattern(cluster.topics(self._exclude_internal))
         if subs.subscribed and not subs.user_assigned:
-            snap = {t: len(cluster.partitions_for_topic(t) or ()) for t in subs.topics}
-            if snap != self._metadata_snapshot:
+            snap = self._metadata_snapshot
+            if self.group_id is None:
+                if self._snapshot(subs.topics) != snap:
+                    self._wake.set()
+            elif snap is not None and self._snapshot(snap) != snap:
                 self._wake.set()
+
+    def _snapshot(self, topics: Any) -> dict[str, int]:
+        cluster = self._client.cluster
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
 
     # -- main loop -------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -219,16 +235,16 @@ class Coordinator(OffsetsMixin):
         if subs.pattern is not None:
             self._client.need_all_topics = True
         else:
-            self._client.set_topics(sorted(subs.topics))
+            # the leader also follows the other members' topics (it assigns them)
+            self._client.set_topics(sorted(subs.topics | self._group_topics))
 
     def _needs_rejoin(self) -> bool:
         if self._poll_expired:
             return False
         if self._rejoin or self.generation < 0 or self._subs.topics != self._joined_topics:
             return True
-        cluster = self._client.cluster
-        snap = {t: len(cluster.partitions_for_topic(t) or ()) for t in self._subs.topics}
-        return snap != self._metadata_snapshot
+        snap = self._metadata_snapshot
+        return snap is not None and self._snapshot(snap) != snap
 
     def _assign_all(self) -> None:
         cluster = self._client.cluster
@@ -237,9 +253,7 @@ class Coordinator(OffsetsMixin):
             for t in self._subs.topics
             for p in (cluster.partitions_for_topic(t) or ())
         }
-        self._metadata_snapshot = {
-            t: len(cluster.partitions_for_topic(t) or ()) for t in self._subs.topics
-        }
+        self._metadata_snapshot = self._snapshot(self._subs.topics)
         if tps != set(self._subs.assignment):
             self._subs.assign_from_subscription(tps)
 
@@ -280,11 +294,15 @@ class Coordinator(OffsetsMixin):
                 except Errors.KafkaError as exc:
                     log.warning("commit before rebalance failed: %r", exc)
             revoked = set(subs.assignment)
-            subs.assign_from_subscription(())
             if subs.listener is not None:
-                await _call_listener(subs.listener.on_partitions_revoked, revoked)
+                # the assignment, positions and heartbeats stay alive through the callback,
+                # so commit() in it commits (the standard place to save progress)
+                await self._revoke(revoked)
+            subs.assign_from_subscription(())
         topics = subs.topics
         await self._coordinator()
+        self._metadata_snapshot = None  # set again by _assign if this member leads
+        self._group_topics = frozenset()
         joined = await self._join(topics)
         if not joined:
             return
@@ -306,6 +324,13 @@ class Coordinator(OffsetsMixin):
         if subs.listener is not None:
             await _call_listener(subs.listener.on_partitions_assigned, set(tps))
 
+    async def _revoke(self, revoked: set[TopicPartition]) -> None:
+        self._revoking = True
+        try:
+            await _call_listener(self._subs.listener.on_partitions_revoked, revoked)
+        finally:
+            self._revoking = False
+
     async def _join(self, topics: frozenset[str]) -> Any:
         protocols = [
             m.JoinGroupRequest.JoinGroupRequestProtocol(
@@ -323,10 +348,6 @@ class Coordinator(OffsetsMixin):
                 protocol_type="consumer",
                 protocols=protocols,
             )
-            cluster = self._client.cluster
-            self._metadata_snapshot = {
-                t: len(cluster.partitions_for_topic(t) or ()) for t in topics
-            }
             resp = await self._send(
                 request, self._rebalance_timeout_ms + self._session_timeout_ms + 5000
             )
@@ -384,11 +405,19 @@ class Coordinator(OffsetsMixin):
             raise Errors.IllegalStateError(f"group chose unknown assignor {joined.protocol_name!r}")
         members = {mb.member_id: decode_subscription(mb.metadata) for mb in joined.members}
         all_topics = set().union(*(set(md.subscription) for md in members.values()))
+        self._group_topics = frozenset(all_topics)
         if not all_topics <= set(self._client.cluster.topics(False)):
             self._client.add_topics(sorted(all_topics))
             fut = self._client.request_update()
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(fut), self._request_timeout_ms / 1000)
+        # the leader rejoins when these partition counts change (not when its own metadata
+        # first learns a topic: that is what made every static restart rebalance)
+        self._metadata_snapshot = self._snapshot(all_topics)
+        if getattr(joined, "skip_assignment", False):
+            # KIP-814: a static leader replacing itself in a stable group; the broker keeps
+            # the current assignment and ignores any sent
+            return []
         result = assignor.assign(self._client.cluster, members)
         log.info(
             "group %s leader: assigned %s",
@@ -402,7 +431,7 @@ class Coordinator(OffsetsMixin):
             for mid, a in result.items()
         ]
 
-    async def _leave_group(self, reason: str) -> None:
+    async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
         if self.group_id is None or (self.generation < 0 and not self.member_id):
             return
         if self.group_instance_id is not None or not self.member_id:
@@ -413,8 +442,11 @@ class Coordinator(OffsetsMixin):
             member_id=self.member_id,
             members=[m.LeaveGroupRequest.MemberIdentity(member_id=self.member_id, reason=reason)],
         )
-        with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._send(request), self._request_timeout_ms / 1000)
+        if timeout is None:
+            timeout = self._request_timeout_ms / 1000
+        if timeout > 0:
+            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._send(request), timeout)
         self.generation = -1
         self.member_id = ""
 
@@ -422,7 +454,7 @@ class Coordinator(OffsetsMixin):
     async def _heartbeat_loop(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._heartbeat_interval)
-            if not self.uses_group or self.generation < 0 or self._rejoin:
+            if not self.uses_group or self.generation < 0 or (self._rejoin and not self._revoking):
                 continue
             if time.monotonic() - self._last_poll > self._max_poll_interval:
                 log.warning(
@@ -432,10 +464,10 @@ class Coordinator(OffsetsMixin):
                 )
                 self._poll_expired = True
                 revoked = set(self._subs.assignment)
+                if self._subs.listener is not None and revoked:
+                    await self._revoke(revoked)  # still a member: commits there work
                 self._subs.assign_from_subscription(())
                 await self._leave_group("max_poll_interval_ms exceeded")
-                if self._subs.listener is not None and revoked:
-                    await _call_listener(self._subs.listener.on_partitions_revoked, revoked)
                 continue
             request = m.HeartbeatRequest(
                 group_id=self.group_id,

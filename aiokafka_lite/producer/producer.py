@@ -219,8 +219,10 @@ class AIOKafkaProducer:
         self._acc.closed_error = closed
         self._acc.pool.fail_waiters(closed)
         if self._started:
-            await self._sender.close(self._delivery_timeout_ms / 1000)
-            await self.client.close()
+            try:
+                await self._sender.close(self._delivery_timeout_ms / 1000)
+            finally:
+                await self.client.close()
         else:
             self._acc.abort_undrained(closed)
 

@@ -140,24 +140,24 @@ class Sender:
         if task is None:
             return
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout)
-        except (asyncio.TimeoutError, Exception):
-            pass
-        self._force_close = True
-        if not task.done():
-            task.cancel()
             try:
-                await asyncio.wait_for(task, 5)
-            except BaseException:
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+            except (asyncio.TimeoutError, Exception):
                 pass
-        for t in list(self._requests):
-            t.cancel()
-        if self._requests:
-            await asyncio.wait(list(self._requests), timeout=5)
-        err = Errors.ProducerClosed("producer stopped before the record was delivered")
-        self.acc.abort_undrained(err)
-        for batch in list(self.acc.incomplete):
-            self.acc.fail(batch, err)
+            self._force_close = True
+            tasks = [t for t in (task, *self._requests) if not t.done()]
+            for t in tasks:
+                t.cancel()
+            if tasks:  # never raises the tasks' errors; our own cancellation propagates
+                await asyncio.wait(tasks, timeout=5)
+        finally:  # also when close() itself is cancelled: stop at once, fail what is left
+            self._force_close = True
+            for t in (task, *self._requests):
+                t.cancel()
+            err = Errors.ProducerClosed("producer stopped before the record was delivered")
+            self.acc.abort_undrained(err)
+            for batch in list(self.acc.incomplete):
+                self.acc.fail(batch, err)
 
     # ---- main loop -----------------------------------------------------------------------
 

@@ -1,0 +1,501 @@
+"""The client under injected faults (tests/faults.py's proxy in front of the real broker):
+cancellation, stop() with a silent broker, and the Kafka error paths with their documented
+outcome (retry, reset, rejoin, bump the epoch, or fail with the right error)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.consumer import AIOKafkaConsumer
+from aiokafka_lite.producer import AIOKafkaProducer
+from aiokafka_lite.structs import TopicPartition
+from tests.faults import API, FaultProxy, Rule, any_error
+from tests.test_consumer import drain, produce
+from tests.test_group import FAST, _session_timeout, group_name, settle
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
+__all__ = ["_session_timeout"]  # autouse fixture: short session timeouts per broker
+
+log = logging.getLogger(__name__)
+
+TANSU_GENERATION = "Tansu keeps a lone member's generation at 0 across rejoins (measured)"
+
+
+@pytest.fixture
+async def proxy(broker: Any) -> AsyncIterator[FaultProxy]:
+    """A fault-injecting proxy in front of the session's broker."""
+    async with FaultProxy(broker.bootstrap) as p:
+        yield p
+
+
+def own_tasks() -> Counter[str]:
+    """What runs, by coroutine name: every task but the proxy's, the test's own and the
+    short-lived inner tasks of asyncio.wait_for(event.wait()) in background loops."""
+    me = asyncio.current_task()
+    names: Counter[str] = Counter()
+    for t in asyncio.all_tasks():
+        name = getattr(t.get_coro(), "__qualname__", "?")
+        if t is me or t.get_name().startswith("faultproxy") or name == "Event.wait":
+            continue
+        names[name] += 1
+    return names
+
+
+async def wait_tasks_back_to(before: Counter[str], timeout: float = 5.0) -> None:
+    """Wait until no more tasks run than in ``before`` (no leak)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while own_tasks() - before:
+        if loop.time() > deadline:
+            raise AssertionError(f"leaked tasks: {own_tasks() - before}")
+        await asyncio.sleep(0.02)
+
+
+async def cancel_soon(task: asyncio.Task[Any], hit: Rule | None = None) -> None:
+    """Cancel ``task`` once it is blocked (the fault hit, or it had time to block), and check
+    it finishes cancelled well before any request timeout."""
+    if hit is not None:
+        await asyncio.wait_for(hit.done.wait(), 10)
+    else:
+        await asyncio.sleep(0.3)  # not a proof of anything: just let it reach its wait
+    assert not task.done()
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=5)
+    assert task in done, "cancellation did not propagate"
+    assert task.cancelled()
+
+
+async def test_proxy_carries_everything(proxy: FaultProxy, new_topic: Any) -> None:
+    topic = await new_topic(partitions=2)
+    async with AIOKafkaProducer(bootstrap_servers=proxy.bootstrap) as p:
+        for i in range(10):
+            await p.send(topic, b"%d" % i, partition=i % 2)
+        await p.flush()
+        assert {b.port for b in p.client.cluster.brokers()} == {proxy.port}
+    c = AIOKafkaConsumer(topic, bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        assert len(await drain(c, 10)) == 10
+    finally:
+        await c.stop()
+    assert (API.FETCH, proxy.delivered[-1][1]) in proxy.delivered
+
+
+# -- cancellation --------------------------------------------------------------------------
+async def test_cancelled_offsets_lookup_returns_and_client_stays_usable(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 3)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=30000)
+    await c.start()
+    try:
+        before = own_tasks()
+        proxy.silent = True
+        task = asyncio.create_task(c.beginning_offsets([tp]))
+        await cancel_soon(task)
+        await wait_tasks_back_to(before)
+        proxy.silent = False
+        await proxy.cut_all()  # the silent connections are of no use any more
+        assert await asyncio.wait_for(c.beginning_offsets([tp]), 20) == {tp: 0}
+    finally:
+        proxy.silent = False
+        await c.stop()
+
+
+async def test_cancelled_getmany_commit_send_leave_clients_usable(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """getmany(), commit(), send() blocked on a full buffer and send_and_wait() cancelled
+    from outside: no state is corrupted, memory accounting returns to zero, no task leaks,
+    and every record acknowledged is there exactly once."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        buffer_memory=64 * 1024,
+        max_block_ms=30000,
+        request_timeout_ms=30000,
+        linger_ms=0,
+    )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=proxy.bootstrap,
+        group_id=group_name(),
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=30000,
+    )
+    await producer.start()
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await producer.send_and_wait(topic, b"first", partition=0)
+        assert [r.value for r in await drain(consumer, 1)] == [b"first"]
+        before = own_tasks()
+        proxy.silent = True
+        # getmany waiting for records
+        await cancel_soon(asyncio.create_task(consumer.getmany(timeout_ms=20000)))
+        # commit waiting for the coordinator
+        await cancel_soon(asyncio.create_task(consumer.commit()))
+        # send_and_wait waiting for the acknowledgement
+        await cancel_soon(asyncio.create_task(producer.send_and_wait(topic, b"x", partition=0)))
+        # send() blocked on a full buffer
+        handles = []
+
+        async def fill() -> None:
+            while True:
+                handles.append(await producer.send(topic, b"v" * 1000, partition=0))
+
+        await cancel_soon(asyncio.create_task(fill()))
+        assert producer._acc.pool.used > 0
+        proxy.silent = False
+        await proxy.cut_all()
+        # everything that was accepted is delivered; the buffer is free again
+        await asyncio.wait_for(producer.flush(), 30)
+        assert all(h.done() and h.exception() is None for h in handles)
+        assert producer._acc.pool.used == 0
+        md = await asyncio.wait_for(producer.send_and_wait(topic, b"last", partition=0), 20)
+        await consumer.commit({tp: 1})
+        assert await consumer.committed(tp) == 1
+        got = await drain(consumer, md.offset)  # from offset 1 to the last one
+        values = [r.value for r in got]
+        assert values[-1] == b"last"
+        assert len(values) == len({r.offset for r in got}) == md.offset  # no duplicate
+        assert values.count(b"x") <= 1  # the cancelled send_and_wait: at most once
+        await wait_tasks_back_to(before)
+    finally:
+        proxy.silent = False
+        await producer.stop()
+        await consumer.stop()
+
+
+# -- stop() with a silent broker -----------------------------------------------------------
+async def timed_stop(client: Any, budget: float) -> float:
+    """stop() must finish within ``budget`` seconds (a bound, far from the old behaviour;
+    asyncio.wait_for alone would not do: it returns late when the cancellation is eaten)."""
+    t0 = time.monotonic()
+    await asyncio.wait_for(client.stop(), budget * 3)
+    took = time.monotonic() - t0
+    log.warning("%s.stop() with a silent broker took %.2f s", type(client).__name__, took)
+    assert took < budget
+    return took
+
+
+async def test_stop_is_bounded_with_a_silent_broker(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """stop() of a group consumer (commit + leave within ONE request_timeout_ms), of a consumer
+    with a position lookup in flight, and of a producer with undelivered records (within
+    delivery_timeout_ms; their futures fail), every broker silent."""
+    topic = await new_topic(partitions=2)
+    await produce(kafka_bootstrap, topic, 2, 2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    member = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap,
+        group_id=group_name(),
+        request_timeout_ms=6000,
+        auto_commit_interval_ms=60000,  # the final commit has work to do
+        **FAST,
+    )
+    looker = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=30000)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        request_timeout_ms=2000,
+        delivery_timeout_ms=4000,
+        linger_ms=0,
+    )
+    for client in (member, looker, producer):
+        await client.start()
+    await settle([member], tps)
+    await drain(member, 4)
+    await producer.send_and_wait(topic, b"warm-up", partition=0)
+    proxy.silent = True
+    looker.assign(list(tps))  # a position lookup that never gets an answer
+    pending = [await producer.send(topic, b"lost", partition=1) for _ in range(3)]
+    # bounds well under the old behaviour (commit and leave each up to request_timeout_ms;
+    # a cancelled lookup running to request_timeout_ms)
+    await timed_stop(producer, 4 + 4)
+    await timed_stop(looker, 5)
+    await timed_stop(member, 6 + 3)
+    for fut in pending:
+        log.warning("undelivered record: %r", fut.exception())
+        assert fut.done() and isinstance(fut.exception(), Errors.KafkaError)
+
+
+# -- fetch errors ----------------------------------------------------------------------------
+async def consume_exactly(c: AIOKafkaConsumer, want: int, timeout: float = 30) -> list[Any]:
+    """Every record of a drain, checked for duplicates by (partition, offset)."""
+    got = await drain(c, want, timeout)
+    keys = [(r.partition, r.offset) for r in got]
+    assert len(keys) == len(set(keys)), "a record was delivered twice"
+    return got
+
+
+@pytest.mark.parametrize(
+    "code",
+    [Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno],
+    ids=["NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"],
+)
+async def test_fetch_leader_errors_refresh_and_retry(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any, code: int
+) -> None:
+    """Java: refresh metadata, retry the partition; nothing lost, nothing twice."""
+    topic = await new_topic(partitions=2)
+    await produce(kafka_bootstrap, topic, 20, 2)
+    fault = proxy.add(Rule(API.FETCH, "error", error_code=code, topic=topic, partition=1, times=3))
+    metadata = proxy.add(Rule(API.METADATA, "observe", times=-1))
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest", retry_backoff_ms=50
+    )
+    await c.start()
+    try:
+        got = await consume_exactly(c, 40)
+        assert sorted((r.partition, r.offset) for r in got) == [
+            (p, o) for p in range(2) for o in range(20)
+        ]
+        assert fault.hits == 3
+        assert metadata.hits >= 2  # the error made the consumer refresh its metadata
+    finally:
+        await c.stop()
+
+
+async def test_fetch_offset_out_of_range(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """Java: with auto_offset_reset the position is reset (earliest: from the log start
+    again); with "none" OffsetOutOfRangeError reaches the caller and the position stays."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    for reset in ("earliest", "none"):
+        c = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset=reset)
+        await c.start()
+        try:
+            c.assign([tp])
+            c.seek(tp, 4)
+            fault = proxy.add(Rule(API.FETCH, "error", error_code=1, topic=topic, partition=0))
+            if reset == "earliest":
+                got = await consume_exactly(c, 10)
+                assert [r.offset for r in got] == list(range(10))
+            else:
+                with pytest.raises(Errors.OffsetOutOfRangeError):
+                    await drain(c, 1)
+                assert await c.position(tp) == 4
+                got = await consume_exactly(c, 6)  # the next fetch from 4 is answered
+                assert [r.offset for r in got] == list(range(4, 10))
+            assert fault.hits == 1
+        finally:
+            await c.stop()
+
+
+async def test_corrupt_fetch_data_is_raised_and_skips_nothing(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """A batch failing its CRC: CorruptRecordException reaches the caller, the position stays
+    at the batch, the refetched (intact) data is delivered; nothing lost or twice."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 10)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([tp])
+        await c.seek_to_beginning(tp)
+        fault = proxy.add(Rule(API.FETCH, "corrupt", topic=topic, when=has_records))
+        errors = 0
+        got: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while len(got) < 10 and loop.time() < deadline:
+            try:
+                for recs in (await c.getmany(timeout_ms=200)).values():
+                    got.extend(recs)
+            except Errors.CorruptRecordException:
+                errors += 1
+                assert await c.position(tp) == 0
+        assert fault.hits == 1 and errors == 1
+        assert [r.offset for r in got] == list(range(10))
+    finally:
+        await c.stop()
+
+
+def has_records(resp: Any) -> bool:
+    """``when`` predicate: a Fetch response carrying record data."""
+    return any(getattr(p, "records", None) for t in resp.responses for p in t.partitions)
+
+
+# -- group errors ----------------------------------------------------------------------------
+async def joined_member(proxy: FaultProxy, topic: str, **kw: Any) -> AIOKafkaConsumer:
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap,
+        group_id=group_name(),
+        enable_auto_commit=False,
+        **dict(FAST, **kw),
+    )
+    await c.start()
+    await settle([c], {TopicPartition(topic, 0)})
+    return c
+
+
+@pytest.mark.parametrize(
+    "code",
+    [Errors.GroupCoordinatorNotAvailableError.errno, Errors.NotCoordinatorForGroupError.errno],
+    ids=["COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"],
+)
+async def test_commit_retries_coordinator_errors(
+    proxy: FaultProxy, new_topic: Any, code: int
+) -> None:
+    """Java: rediscover the coordinator and retry; the commit succeeds."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        fault = proxy.add(Rule(API.OFFSET_COMMIT, "error", error_code=code, times=2))
+        find = proxy.add(Rule(API.FIND_COORDINATOR, "observe", times=-1))
+        await c.commit({tp: 7})
+        assert fault.hits == 2
+        assert find.hits >= 1  # looked the coordinator up again
+        assert await c.committed(tp) == 7
+    finally:
+        await c.stop()
+
+
+async def test_commit_during_rebalance_fails_then_member_rejoins(
+    proxy: FaultProxy, broker: Any, new_topic: Any
+) -> None:
+    """REBALANCE_IN_PROGRESS on a commit: CommitFailedError (the partitions may move), the
+    member rejoins (new generation) and later commits succeed."""
+    broker.skip_on("tansu", reason=TANSU_GENERATION)
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        generation = c.group_generation
+        proxy.add(Rule(API.OFFSET_COMMIT, "error", error_code=27))
+        with pytest.raises(Errors.CommitFailedError):
+            await c.commit({tp: 3})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while (c.group_generation <= generation or not c.assignment()) and loop.time() < deadline:
+            await c.getmany(timeout_ms=100)
+        assert c.group_generation > generation and c.assignment() == {tp}
+        await c.commit({tp: 3})
+        assert await c.committed(tp) == 3
+    finally:
+        await c.stop()
+
+
+@pytest.mark.parametrize("api", [API.SYNC_GROUP, API.HEARTBEAT], ids=["SyncGroup", "Heartbeat"])
+async def test_rebalance_in_progress_makes_the_member_rejoin(
+    proxy: FaultProxy, broker: Any, new_topic: Any, api: int
+) -> None:
+    """REBALANCE_IN_PROGRESS on SyncGroup or Heartbeat: the member rejoins (JoinGroup again)
+    and ends up assigned, in a newer generation."""
+    broker.skip_on("tansu", reason=TANSU_GENERATION)
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        generation = c.group_generation
+        joins = proxy.add(Rule(API.JOIN_GROUP, "observe", times=-1))
+        fault = proxy.add(Rule(api, "error", error_code=27))
+        if api == API.SYNC_GROUP:
+            c._coordinator._rejoin = True  # noqa: SLF001 - start a rebalance to reach SyncGroup
+            c._coordinator._wake.set()  # noqa: SLF001
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline and not (
+            fault.hits
+            and joins.hits >= 1
+            and c.assignment() == {tp}
+            and c.group_generation > generation
+        ):
+            await c.getmany(timeout_ms=100)
+        assert fault.hits == 1
+        assert joins.hits >= (2 if api == API.SYNC_GROUP else 1)
+        assert c.assignment() == {tp} and c.group_generation > generation
+    finally:
+        await c.stop()
+
+
+# -- idempotent producer ---------------------------------------------------------------------
+async def read_values(bootstrap: str, topic: str, want: int) -> list[bytes]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([TopicPartition(topic, 0)])
+        got = await drain(c, want + 1, timeout=5 if want == 0 else 20)
+        return [r.value for r in got]
+    finally:
+        await c.stop()
+
+
+async def test_idempotent_producer_out_of_order_sequence_after_a_lost_request(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """A Produce request vanishes on the way; the broker answers the next ones (later
+    sequences) OUT_OF_ORDER_SEQUENCE_NUMBER. Java: retry in sequence order; every
+    acknowledged record is in the log exactly once, in send order."""
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        enable_idempotence=True,
+        request_timeout_ms=3000,
+        retry_backoff_ms=50,
+        linger_ms=0,
+        max_batch_size=200,
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        lost = proxy.add(Rule(API.PRODUCE, "drop", direction="request"))
+        ooo = proxy.add(Rule(API.PRODUCE, "observe", times=-1, when=any_error(45)))
+        handles = [await producer.send(topic, b"%03d" % i, partition=0) for i in range(60)]
+        mds = await asyncio.wait_for(asyncio.gather(*handles), 60)
+        assert lost.hits == 1
+        assert ooo.hits >= 1  # the broker itself refused the later sequences
+        assert [md.offset for md in mds] == sorted(md.offset for md in mds)
+    finally:
+        await producer.stop()
+    values = await read_values(kafka_bootstrap, topic, 61)
+    assert values == [b"warm-up"] + [b"%03d" % i for i in range(60)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [Errors.UnknownProducerId.errno, Errors.OutOfOrderSequenceNumber.errno],
+    ids=["UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"],
+)
+async def test_idempotent_producer_sequence_error_bumps_the_epoch(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any, code: int
+) -> None:
+    """The broker refuses the oldest in-flight batch with a sequence error (and writes
+    nothing): KIP-360, the producer bumps its epoch (InitProducerId again), re-stamps and
+    resends; every record is written exactly once, in order."""
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap, enable_idempotence=True, retry_backoff_ms=50
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        init = proxy.add(Rule(API.INIT_PRODUCER_ID, "observe", times=-1))
+        proxy.add(Rule(API.PRODUCE, "reject", error_code=code, direction="request"))
+        handles = [await producer.send(topic, b"%d" % i, partition=0) for i in range(20)]
+        await asyncio.wait_for(asyncio.gather(*handles), 30)
+        assert init.hits >= 1  # the epoch was bumped (Tansu: twice)
+    finally:
+        await producer.stop()
+    values = await read_values(kafka_bootstrap, topic, 21)
+    assert values == [b"warm-up"] + [b"%d" % i for i in range(20)]
