@@ -34,7 +34,7 @@ from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
 from .protocol import messages as m
 
-__all__ = ["KafkaClient", "parse_bootstrap"]
+__all__ = ["AIOKafkaClient", "KafkaClient", "parse_bootstrap"]
 
 log = logging.getLogger(__name__)
 
@@ -544,3 +544,7 @@ def _now() -> float:
         return asyncio.get_running_loop().time()
     except RuntimeError:  # called outside the loop (e.g. from a sync helper)
         return time.monotonic()  # what the default event loops use for loop.time()
+
+
+#: aiokafka's name for the shared client
+AIOKafkaClient = KafkaClient
