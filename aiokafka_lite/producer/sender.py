@@ -442,8 +442,8 @@ class Sender:
         try:
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
-                for b in batches:
-                    self.acc.complete(b, -1, None, None)
+                for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
+                    self.acc.complete(b, None, None, None)
                 return
             resp = await self.client.send(node, req)
         except asyncio.CancelledError:
