@@ -127,7 +127,7 @@ def _alias_module(name: str, names: dict[str, str]) -> types.ModuleType:
         if obj is not None:
             setattr(mod, attr, obj)
             exported.append(attr)
-    mod.__all__ = exported
+    setattr(mod, "__all__", exported)  # noqa: B010 (a ModuleType attribute mypy does not know)
     return mod
 
 

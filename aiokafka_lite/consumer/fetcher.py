@@ -407,6 +407,11 @@ class Fetcher:
         deadline = time.monotonic() + timeout_ms / 1000
         remaining = dict(timestamps)
         result: dict[TopicPartition, tuple[int, int]] = {}
+        # topics this consumer does not track yet (e.g. offsets of a topic it never assigned)
+        untracked = {tp.topic for tp in remaining} - set(self._client.topics)
+        if untracked:
+            self._client.add_topics(untracked)
+        refreshed = False  # a partition missing from fresh metadata does not exist
         while remaining:
             cluster = self._client.cluster
             by_node: dict[int, dict[TopicPartition, int]] = {}
@@ -414,10 +419,10 @@ class Fetcher:
             for tp, ts in remaining.items():
                 leader = cluster.leader_for_partition(tp)
                 if leader is None or leader < 0:
-                    if cluster.partitions_for_topic(tp.topic) is not None and tp.partition not in (
-                        cluster.partitions_for_topic(tp.topic) or ()
-                    ):
-                        raise Errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+                    known = cluster.partitions_for_topic(tp.topic)
+                    if refreshed and known is not None and tp.partition not in known:
+                        # aiokafka's class for this case (it waits request_timeout_ms first)
+                        raise Errors.KafkaTimeoutError(f"{tp} does not exist")
                     missing = True
                     continue
                 by_node.setdefault(leader, {})[tp] = ts
@@ -445,10 +450,11 @@ class Fetcher:
                 )
             if retry:
                 fut = self._client.request_update()
-                with contextlib.suppress(BaseException):
+                with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                     await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, min(1.0, deadline - time.monotonic()))
                     )
+                    refreshed = True
                 await asyncio.sleep(self._backoff)
         return result
 

@@ -108,6 +108,9 @@ class Coordinator(OffsetsMixin):
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
         self.fatal: BaseException | None = None
+        #: set once the first assignment is applied, or a fatal error is stored (start() waits)
+        self.assigned_once = asyncio.Event()
+        self._revoke_announced = False  # on_partitions_revoked ran for the pending rebalance
         self.rebalances = 0
         subscriptions.add_waker(self._wake.set)
         client.cluster.add_listener(self._on_metadata)
@@ -183,6 +186,7 @@ class Coordinator(OffsetsMixin):
                     continue
                 log.error("group coordination failed: %r", exc)
                 self.fatal = exc
+                self.assigned_once.set()
                 await asyncio.sleep(self._backoff * 10)
                 continue
             if self.uses_group and self._needs_rejoin():
@@ -242,6 +246,7 @@ class Coordinator(OffsetsMixin):
         }
         if tps != set(self._subs.assignment):
             self._subs.assign_from_subscription(tps)
+        self.assigned_once.set()
 
     # -- coordinator discovery and requests ------------------------------------------------
     async def _coordinator(self) -> int:
@@ -273,16 +278,19 @@ class Coordinator(OffsetsMixin):
     async def _rebalance(self) -> None:
         subs = self._subs
         # revoke everything (eager protocol): commit first so the next owner starts right
-        if subs.assignment:
-            if self._auto_commit:
-                try:
-                    await self._commit_positions()
-                except Errors.KafkaError as exc:
-                    log.warning("commit before rebalance failed: %r", exc)
-            revoked = set(subs.assignment)
+        if subs.assignment and self._auto_commit:
+            try:
+                await self._commit_positions()
+            except Errors.KafkaError as exc:
+                log.warning("commit before rebalance failed: %r", exc)
+        revoked = set(subs.assignment)
+        if revoked:
             subs.assign_from_subscription(())
-            if subs.listener is not None:
-                await _call_listener(subs.listener.on_partitions_revoked, revoked)
+        # also with nothing to revoke (first join), as aiokafka; once per rebalance, not per
+        # retried JoinGroup
+        if subs.listener is not None and (revoked or not self._revoke_announced):
+            self._revoke_announced = True
+            await _call_listener(subs.listener.on_partitions_revoked, revoked)
         topics = subs.topics
         await self._coordinator()
         joined = await self._join(topics)
@@ -293,6 +301,7 @@ class Coordinator(OffsetsMixin):
             return
         self._joined_topics = topics
         self._rejoin = False
+        self._revoke_announced = False
         self.rebalances += 1
         for a in self._assignors:
             if a.name == self.protocol:
@@ -305,6 +314,7 @@ class Coordinator(OffsetsMixin):
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
         if subs.listener is not None:
             await _call_listener(subs.listener.on_partitions_assigned, set(tps))
+        self.assigned_once.set()
 
     async def _join(self, topics: frozenset[str]) -> Any:
         protocols = [
