@@ -516,6 +516,8 @@ class Sender:
                 )
                 continue
             err_cls = Errors.for_code(code)
+            if err_cls is Errors.InvalidProducerEpoch:  # another producer took over the id:
+                err_cls = Errors.ProducerFenced  # aiokafka's class for it
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
             if err_cls.invalid_metadata:
                 refresh = True

@@ -63,6 +63,7 @@ def _exactly_once(result: dict[str, Any]) -> None:
     assert result["unexpected"] == [], result
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_faststream_app(scenario: str, broker: Any) -> None:
     gap = BROKER_GAPS.get(scenario)
