@@ -245,8 +245,9 @@ class AIOKafkaConsumer:
         return self
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
-        # as aiokafka: a started consumer garbage-collected without stop() is a resource leak
-        if getattr(self, "_started", False) and not getattr(self, "_closed", True):
+        # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
+        # resource leak
+        if not getattr(self, "_closed", True):
             _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:

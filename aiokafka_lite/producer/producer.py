@@ -234,8 +234,9 @@ class AIOKafkaProducer:
         return self
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
-        # as aiokafka: a started producer garbage-collected without stop() is a resource leak
-        if getattr(self, "_started", False) and not getattr(self, "_closed", True):
+        # as aiokafka: a producer garbage-collected without stop() (started or not) is a
+        # resource leak
+        if not getattr(self, "_closed", True):
             _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:

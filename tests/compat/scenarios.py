@@ -617,3 +617,106 @@ async def top_level_api(ctx: Any) -> Any:
     out["kafka_error_retriable"] = [for_code(c).retriable for c in (3, 6, 15, 22, 25, 27, 36, 47)]
     out["is_kafka_error"] = issubclass(for_code(3), KafkaError)
     return out
+
+
+async def custom_assignor(ctx: Any) -> Any:
+    """An application's own assignor, written against aiokafka's abstract class and structs."""
+    from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+    from aiokafka.coordinator.protocol import (
+        ConsumerProtocolMemberAssignment,
+        ConsumerProtocolMemberMetadata,
+    )
+
+    calls: list[Any] = []
+
+    class EvenOnly(AbstractPartitionAssignor):
+        name = "even-only"
+        version = 0
+
+        @classmethod
+        def assign(cls, cluster: Any, members: Any) -> Any:
+            out = {}
+            for member_id, meta in members.items():
+                topics = sorted(meta.subscription)
+                calls.append(("assign", topics))
+                assignment = [
+                    (t, sorted(p for p in cluster.partitions_for_topic(t) if p % 2 == 0))
+                    for t in topics
+                ]
+                out[member_id] = ConsumerProtocolMemberAssignment(cls.version, assignment, b"")
+            return out
+
+        @classmethod
+        def metadata(cls, topics: Any) -> Any:
+            return ConsumerProtocolMemberMetadata(cls.version, list(topics), b"")
+
+        @classmethod
+        def on_assignment(cls, assignment: Any) -> None:
+            calls.append(("on_assignment", sorted(tuple(x) for x in assignment.assignment)))
+
+    topic = await ctx.topic(4)
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        partition_assignment_strategy=(EvenOnly,),
+    ) as c:
+        assignment = c.assignment()
+    return {"assignment": assignment, "calls": calls}
+
+
+async def consumer_seek_and_pause_flow(ctx: Any) -> Any:
+    """Group consumer: seek_to_end, pause/resume while records arrive, seek_to_beginning."""
+    topic = await ctx.topic(2)
+    await _produce(ctx, topic, 4, partition=0)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    ) as c:
+        await c.seek_to_end(tp0)
+        out["pos_end"] = await c.position(tp0)
+        c.pause(tp1)
+        await _produce(ctx, topic, 2, partition=1)
+        await _produce(ctx, topic, 1, partition=0)
+        recs = await _collect(c, 1)
+        out["while_paused"] = [(r.partition, r.offset) for r in recs]
+        c.resume(tp1)
+        recs = await _collect(c, 2)
+        out["after_resume"] = [(r.partition, r.offset) for r in recs]
+        await c.seek_to_beginning(tp0)
+        recs = await _collect(c, 5)
+        out["from_beginning"] = [(r.partition, r.offset) for r in recs]
+        out["last_stable"] = c.last_stable_offset(tp0)
+        out["committed_none"] = await c.committed(tp0)
+    return out
+
+
+async def admin_topics(ctx: Any) -> Any:
+    """The admin calls FastStream and most applications make."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    name = ctx.name("admintopic")
+    out: dict[str, Any] = {}
+    admin = AIOKafkaAdminClient(bootstrap_servers=ctx.bootstrap)
+    await admin.start()
+    try:
+        resp = await admin.create_topics([NewTopic(name, 2, 1)])
+        out["create"] = [(e["topic"], e["error_code"]) for e in resp.to_object()["topic_errors"]]
+        out["listed"] = name in await admin.list_topics()
+        again = await ctx.outcome(admin.create_topics([NewTopic(name, 2, 1)]))
+        out["create_again"] = (
+            again
+            if "raised" in again
+            else [e["error_code"] for e in again["ok"].to_object()["topic_errors"]]
+        )
+        cluster = await admin.describe_cluster()
+        out["cluster_keys"] = sorted(cluster)
+        await admin.delete_topics([name])
+    finally:
+        await admin.close()
+    return out
