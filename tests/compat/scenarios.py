@@ -707,7 +707,14 @@ async def admin_topics(ctx: Any) -> Any:
     try:
         resp = await admin.create_topics([NewTopic(name, 2, 1)])
         out["create"] = [(e["topic"], e["error_code"]) for e in resp.to_object()["topic_errors"]]
-        out["listed"] = name in await admin.list_topics()
+        # (KRaft brokers apply a created topic to their metadata a moment after answering)
+        listed = False
+        for _ in range(200):
+            listed = name in await admin.list_topics()
+            if listed:
+                break
+            await asyncio.sleep(0.05)
+        out["listed"] = listed
         again = await ctx.outcome(admin.create_topics([NewTopic(name, 2, 1)]))
         out["create_again"] = (
             again
