@@ -130,6 +130,7 @@ class AIOKafkaConsumer:
         )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
+        self._allow_auto_create = allow_auto_create_topics
         self._assignors = resolve_assignors(partition_assignment_strategy)
         # max_poll_records=None: no fixed limit, but one call hands out at most a few batches'
         # worth so a huge buffered response never holds the event loop (or the GC) for long
@@ -202,12 +203,29 @@ class AIOKafkaConsumer:
         self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
         self._started = True
         if refresh is not None and subs.topics:  # learn (or auto-create) them first
-            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
+            if self._allow_auto_create:
+                await self._wait_topics(sorted(subs.topics))
+            else:  # they may not exist yet: learnt when they appear
+                with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
         self._fetcher.start()
         self._coordinator.start()
         if subs.subscribed and not subs.user_assigned:
             await self._wait_first_assignment(self._coordinator)
+
+    async def _wait_topics(self, topics: list[str]) -> None:
+        """As aiokafka's start(): wait until every subscribed topic has partitions (created by
+        the metadata request where the broker auto-creates topics); UnknownTopicOrPartitionError
+        after request_timeout_ms."""
+        try:
+            for topic in topics:
+                await self._client.wait_for_topic(topic, self._request_timeout_ms)
+        except Errors.KafkaTimeoutError as exc:
+            await self.stop()
+            raise Errors.UnknownTopicOrPartitionError(str(exc)) from None
+        except Errors.KafkaError:
+            await self.stop()
+            raise
 
     async def _wait_first_assignment(self, coordinator: Coordinator) -> None:
         loop = asyncio.get_running_loop()
