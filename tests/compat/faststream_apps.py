@@ -320,6 +320,44 @@ async def manual_ack() -> dict[str, Any]:
     return {"first": first, "second": seen2.result()}
 
 
+async def publish_batch_nack_ping() -> dict[str, Any]:
+    """publish_batch (the partitioner picks the partition), a nack that redelivers once and
+    broker.ping()."""
+    from faststream import AckPolicy
+
+    topic = _name("t")
+    await _create_topic(topic, 2)
+    broker = KafkaBroker(BOOTSTRAP)
+    seen = _Seen({f"b{i}" for i in range(6)})
+    nacked: list[str] = []
+
+    @broker.subscriber(
+        topic,
+        group_id=_name("g"),
+        auto_offset_reset="earliest",
+        ack_policy=AckPolicy.MANUAL,
+    )
+    async def handle(msg: str, message: KafkaMessage) -> None:
+        if msg == "b3" and not nacked:
+            nacked.append(msg)
+            await message.nack()  # seek back: delivered again
+            return
+        seen.add(msg)
+        await message.ack()
+
+    out: dict[str, Any] = {}
+    async with broker:
+        await broker.start()
+        out["ping"] = await broker.ping(10)
+        md = await broker.publish_batch("b0", "b1", "b2", topic=topic)
+        out["batch_partition_ok"] = md.partition in (0, 1) and md.offset == 0
+        await broker.publish_batch("b3", "b4", "b5", topic=topic, partition=md.partition)
+        await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+    out.update(seen.result())
+    out["nacked"] = nacked
+    return out
+
+
 async def test_client_with_real() -> dict[str, Any]:
     from faststream.kafka import TestKafkaBroker
 
@@ -404,6 +442,7 @@ SCENARIOS = {
     "pattern_subscriber": pattern_subscriber,
     "manual_ack": manual_ack,
     "test_client_with_real": test_client_with_real,
+    "publish_batch_nack_ping": publish_batch_nack_ping,
 }
 SYNC_SCENARIOS = {"fastapi_router": _fastapi_app}
 

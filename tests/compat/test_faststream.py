@@ -34,6 +34,7 @@ SCENARIOS = [
     "manual_ack",
     "test_client_with_real",
     "fastapi_router",
+    "publish_batch_nack_ping",
 ]
 
 #: scenario -> (broker kinds, reason) where the test broker cannot run it
@@ -82,5 +83,9 @@ def test_faststream_app(scenario: str, broker: Any) -> None:
         assert result["both_apps_consumed"]
     if scenario == "manual_partitions":
         assert result["partitions"] == [1]
+    if scenario == "publish_batch_nack_ping":
+        assert result["ping"]
+        assert result["batch_partition_ok"]
+        assert result["nacked"] == ["b3"]
     if scenario == "rebalance_listener":
         assert result["assigned_events"] == [["assigned", 2]]
