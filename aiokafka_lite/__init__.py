@@ -3,10 +3,14 @@
 The public API follows aiokafka's, so code written for aiokafka runs after changing the import::
 
     from aiokafka_lite import AIOKafkaConsumer, AIOKafkaProducer
+
+or, for code and frameworks that import ``aiokafka`` themselves (FastStream, ...), call
+:func:`install_as_aiokafka` once before importing them.
 """
 
 from .admin import AIOKafkaAdminClient, NewTopic
-from .client import KafkaClient
+from .client import AIOKafkaClient, KafkaClient
+from .compat import install_as_aiokafka
 from .consumer import (
     AbstractPartitionAssignor,
     AIOKafkaConsumer,
@@ -31,6 +35,7 @@ from .structs import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AIOKafkaClient",
     "AIOKafkaAdminClient",
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
@@ -55,4 +60,5 @@ __all__ = [
     "StickyPartitionAssignor",
     "TopicPartition",
     "__version__",
+    "install_as_aiokafka",
 ]

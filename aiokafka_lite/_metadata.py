@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 
 Waiter = asyncio.Future[ClusterMetadata]
 
+#: UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE: the topic may appear or get leaders soon
+_TOPIC_PENDING_CODES = (3, 5)
+#: refresh interval while a tracked topic is missing or leaderless
+_MISSING_TOPIC_REFRESH_S = 1.0
+
 
 class MetadataRefresher:
     """Tracked topics, the refresh task and the futures of those waiting for a refresh."""
@@ -177,7 +182,10 @@ class MetadataRefresher:
         while True:
             fut = self._future
             if fut is None or fut.done():
-                wait = self._last_refresh + self.metadata_max_age_ms / 1000 - loop.time()
+                max_age = self.metadata_max_age_ms / 1000
+                if self._waiting_for_topics():  # learn a topic soon after it appears
+                    max_age = min(max_age, _MISSING_TOPIC_REFRESH_S)
+                wait = self._last_refresh + max_age - loop.time()
                 if wait > 0:
                     try:
                         await asyncio.wait_for(event.wait(), wait)
@@ -197,6 +205,23 @@ class MetadataRefresher:
                 if fut is not None and not fut.done():
                     self._requeue(fut)
                 event.set()  # retry after retry_backoff_ms
+
+    def _waiting_for_topics(self) -> bool:
+        """True when a tracked topic is unknown or has a partition without a leader (it may be
+        being created): such metadata is refreshed every second, not every max age."""
+        if self._need_all_topics:
+            return False
+        cluster = self.cluster
+        for topic in self.topics:
+            if cluster.topic_error(topic) in _TOPIC_PENDING_CODES:
+                return True
+            parts = cluster.partitions_for_topic(topic)
+            if not parts:  # unknown, or listed without partitions (Tansu)
+                return True
+            available = cluster.available_partitions_for_topic(topic) or set()
+            if len(available) < len(parts):
+                return True
+        return False
 
     def _requeue(self, fut: Waiter) -> None:
         """A refresh failed: its waiters wait for the next one (merged with newer waiters)."""

@@ -24,6 +24,26 @@ log = logging.getLogger(__name__)
 _NOT_CONTROLLER = 41
 
 
+class _Response:
+    """A decoded response that also answers aiokafka's ``to_object()`` (frameworks written for
+    aiokafka, e.g. FastStream, read topic results through it); other attributes are the
+    response's own."""
+
+    def __init__(self, response: Any, obj: dict[str, Any]) -> None:
+        self._response = response
+        self._obj = obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)
+
+    def __repr__(self) -> str:
+        return repr(self._response)
+
+    def to_object(self) -> dict[str, Any]:
+        """The response as aiokafka's nested dict (aiokafka's field names)."""
+        return self._obj
+
+
 class NewTopic:
     """A topic to create: ``num_partitions``/``replication_factor`` or an explicit assignment.
 
@@ -195,7 +215,13 @@ class AIOKafkaAdminClient:
 
         resp = await self._send_to_controller(request, codes)
         self._raise_first(codes(resp), "create topic")
-        return resp
+        topic_errors = [
+            {"topic": name, "error_code": code, "error_message": msg}
+            for code, name, msg in codes(resp)
+        ]
+        return _Response(
+            resp, {"throttle_time_ms": resp.throttle_time_ms, "topic_errors": topic_errors}
+        )
 
     async def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> Any:
         """Delete topics by name; raises the first topic's error (e.g. UnknownTopicOrPartitionError)."""

@@ -34,7 +34,7 @@ from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
 from .protocol import messages as m
 
-__all__ = ["KafkaClient", "parse_bootstrap"]
+__all__ = ["AIOKafkaClient", "KafkaClient", "parse_bootstrap"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,39 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     return out
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+def check_security_args(
+    security_protocol: str,
+    ssl_context: ssl.SSLContext | None,
+    sasl_mechanism: str | None,
+    sasl_plain_username: str | None,
+    sasl_plain_password: str | None,
+) -> None:
+    """Refuse inconsistent security settings at construction, with aiokafka's rules and
+    exception class (ValueError)."""
+    if security_protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(
+            f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+            f"got {security_protocol!r}"
+        )
+    if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
+        raise ValueError(
+            f"ssl_context is required with security_protocol={security_protocol!r} "
+            "(see aiokafka_lite.helpers.create_ssl_context)"
+        )
+    if security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = sasl_mechanism or "PLAIN"
+        if mechanism not in SASL_MECHANISMS:
+            raise ValueError(
+                f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}"
+            )
+        if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
+            raise ValueError("sasl_plain_username and sasl_plain_password are required for PLAIN")
+
+
 class KafkaClient:
     """Connections, metadata and coordinator lookup shared by one producer/consumer/admin."""
 
@@ -98,6 +131,9 @@ class KafkaClient:
         sasl_plain_password: str | None = None,
         allow_auto_topic_creation: bool = True,
     ) -> None:
+        check_security_args(
+            security_protocol, ssl_context, sasl_mechanism, sasl_plain_username, sasl_plain_password
+        )
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -544,3 +580,7 @@ def _now() -> float:
         return asyncio.get_running_loop().time()
     except RuntimeError:  # called outside the loop (e.g. from a sync helper)
         return time.monotonic()  # what the default event loops use for loop.time()
+
+
+#: aiokafka's name for the shared client
+AIOKafkaClient = KafkaClient

@@ -280,8 +280,8 @@ async def test_subscribe_without_group_takes_every_partition(
         ]
         assert c.assignment() == {TopicPartition(topic, p) for p in range(3)}
         assert c.subscription() == {topic}
-        with pytest.raises(ValueError):
-            c.subscribe(pattern="^x")  # a pattern needs a group
+        with pytest.raises(TypeError):
+            c.subscribe([topic], pattern="^x")  # topics or a pattern, not both
         with pytest.raises(Errors.IllegalOperation):
             await c.commit()
         with pytest.raises(Errors.IllegalStateError):

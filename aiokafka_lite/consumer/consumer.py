@@ -8,6 +8,9 @@ per-partition buffers) and :class:`Coordinator` (group membership, commits, init
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -30,6 +33,8 @@ __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 
 _BULK_LIMIT = 2048
 
+log = logging.getLogger(__name__)
+
 
 class ConsumerRebalanceListener:
     """Base class for rebalance callbacks (sync or async methods both work).
@@ -51,6 +56,9 @@ class AIOKafkaConsumer:
 
     Argument names and defaults are aiokafka's; ``partition_assignment_strategy`` also
     accepts the names ``"range"``, ``"roundrobin"`` and ``"sticky"``.
+    ``allow_auto_create_topics`` (default True: aiokafka's metadata requests always allow it)
+    lets metadata requests for subscribed/assigned topics create them on brokers with
+    ``auto.create.topics.enable``.
     """
 
     def __init__(
@@ -94,6 +102,7 @@ class AIOKafkaConsumer:
         sasl_kerberos_domain_name: str | None = None,
         sasl_oauth_token_provider: Any = None,
         client_rack: str | None = None,
+        allow_auto_create_topics: bool = True,
     ) -> None:
         if max_poll_records is not None and (
             not isinstance(max_poll_records, int) or max_poll_records < 1
@@ -117,10 +126,11 @@ class AIOKafkaConsumer:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
-            allow_auto_topic_creation=False,
+            allow_auto_topic_creation=allow_auto_create_topics,
         )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
+        self._allow_auto_create = allow_auto_create_topics
         self._assignors = resolve_assignors(partition_assignment_strategy)
         # max_poll_records=None: no fixed limit, but one call hands out at most a few batches'
         # worth so a huge buffered response never holds the event loop (or the GC) for long
@@ -158,6 +168,11 @@ class AIOKafkaConsumer:
             exclude_internal_topics=exclude_internal_topics,
             isolation_level=isolation_level,
         )
+        # start() waits at most this long for the first assignment (then goes on in the
+        # background): a join can wait for other members up to their rebalance timeout
+        self._start_timeout = (
+            max(request_timeout_ms, session_timeout_ms + (rebalance_timeout_ms or 0)) / 1000
+        )
         self._fetcher: Fetcher | None = None
         self._coordinator: Coordinator | None = None
         self._started = False
@@ -168,22 +183,67 @@ class AIOKafkaConsumer:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect, then start fetching and (with a group_id) group coordination."""
-        if self._started:
-            return
+        """Connect, then start fetching and (with a group_id) group coordination.
+
+        As aiokafka's: with a topic or pattern subscription, returns once the first
+        assignment is known (group joined, or every partition of the topics without a
+        group_id) and the positions of the assigned partitions are initialised, so
+        ``assignment()``, ``position()``, ``seek()`` and ``commit()`` work right after it.
+        A non-retriable join error (e.g. InvalidSessionTimeoutError) is raised from here.
+        """
         if self._closed:
             raise Errors.IllegalStateError("consumer was stopped; create a new one")
+        if self._started:
+            return
         await self._client.start()
         subs = self._subscription
-        if subs.topics:
-            self._client.add_topics(sorted(subs.topics))
-        if subs.assignment:
-            self._client.add_topics(sorted({tp.topic for tp in subs.assignment}))
+        wanted = set(subs.topics) | {tp.topic for tp in subs.assignment}
+        refresh = self._client.add_topics(sorted(wanted)) if wanted else None
         self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
         self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
+        self._started = True
+        if refresh is not None and subs.topics:  # learn (or auto-create) them first
+            if self._allow_auto_create:
+                await self._wait_topics(sorted(subs.topics))
+            else:  # they may not exist yet: learnt when they appear
+                with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
         self._fetcher.start()
         self._coordinator.start()
-        self._started = True
+        if subs.subscribed and not subs.user_assigned:
+            await self._wait_first_assignment(self._coordinator)
+
+    async def _wait_topics(self, topics: list[str]) -> None:
+        """As aiokafka's start(): wait until every subscribed topic has partitions (created by
+        the metadata request where the broker auto-creates topics); UnknownTopicOrPartitionError
+        after request_timeout_ms."""
+        try:
+            for topic in topics:
+                await self._client.wait_for_topic(topic, self._request_timeout_ms)
+        except Errors.KafkaTimeoutError as exc:
+            await self.stop()
+            raise Errors.UnknownTopicOrPartitionError(str(exc)) from None
+        except Errors.KafkaError:
+            await self.stop()
+            raise
+
+    async def _wait_first_assignment(self, coordinator: Coordinator) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._start_timeout
+        try:
+            await asyncio.wait_for(coordinator.assigned_once.wait(), self._start_timeout)
+        except asyncio.TimeoutError:
+            log.warning("consumer start(): no assignment after %.0f s", self._start_timeout)
+            return
+        if coordinator.fatal is not None:
+            exc, coordinator.fatal = coordinator.fatal, None
+            await self.stop()
+            raise exc
+        subs = self._subscription
+        while subs.missing_positions() or subs.pending_resets():
+            if loop.time() >= deadline or self._closed:
+                return
+            await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
         """Commit (auto commit), leave the group, stop background tasks and close connections."""
@@ -202,10 +262,18 @@ class AIOKafkaConsumer:
         await self.start()
         return self
 
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
+        # resource leak
+        if not getattr(self, "_closed", True):
+            _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
+
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
     def __aiter__(self) -> AIOKafkaConsumer:
+        if self._closed:  # as aiokafka: iterating a stopped consumer is an error
+            raise Errors.ConsumerStoppedError("consumer is stopped")
         return self
 
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
@@ -230,22 +298,26 @@ class AIOKafkaConsumer:
         if isinstance(topics, str):
             raise TypeError("topics must be a list of topic names, not a string")
         topics = list(topics)
-        if bool(topics) == (pattern is not None):
-            raise ValueError("subscribe() needs either topics or a pattern, not both")
+        if not topics and not pattern:
+            raise TypeError("subscribe() needs either topics or a pattern")
+        if topics and pattern:
+            raise TypeError("subscribe() takes topics or a pattern, not both")
         if listener is not None and not (
             hasattr(listener, "on_partitions_revoked")
             and hasattr(listener, "on_partitions_assigned")
         ):
             raise TypeError("listener must be a ConsumerRebalanceListener")
-        if pattern is not None and self._group_id is None:
-            raise ValueError("pattern subscription needs a group_id")
         self._subscription.subscribe(topics, pattern, listener)
         if topics and self._started:
             self._client.add_topics(topics)
 
     def subscription(self) -> frozenset[str]:
-        """The subscribed topics (after pattern matching)."""
-        return frozenset(self._subscription.topics)
+        """The subscribed topics (after pattern matching); after ``assign()``, the topics of
+        the assigned partitions (as aiokafka)."""
+        subs = self._subscription
+        if subs.user_assigned:
+            return frozenset(tp.topic for tp in subs.assignment)
+        return frozenset(subs.topics)
 
     def unsubscribe(self) -> None:
         """Drop the subscription (and the assignment)."""
@@ -271,6 +343,8 @@ class AIOKafkaConsumer:
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Records per partition: whatever is buffered now, else waits up to ``timeout_ms``
         for some; at most ``max_records`` (default ``max_poll_records``) in total."""
+        if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
+            raise ValueError("`max_records` must be a positive Integer")
         fetcher, coordinator = self._parts()
         tps = set(partitions)
         for tp in tps:
@@ -287,8 +361,8 @@ class AIOKafkaConsumer:
             if remaining <= 0:
                 return recs
             await fetcher.wait_for_data(min(remaining, self._consumer_timeout))
-            if self._closed:
-                raise Errors.ConsumerStoppedError("consumer is stopped")
+            if self._closed:  # stopped while waiting: nothing more comes (as aiokafka)
+                return {}
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
         """The next record (from ``partitions`` if given); waits as long as it takes."""
@@ -401,7 +475,7 @@ class AIOKafkaConsumer:
             to_commit = {}
             for tp, value in offsets.items():
                 if not isinstance(tp, TopicPartition):
-                    raise ValueError(f"commit() keys must be TopicPartition, got {tp!r}")
+                    raise TypeError(f"commit() keys must be TopicPartition, got {tp!r}")
                 if isinstance(value, int):
                     value = OffsetAndMetadata(value, "")
                 elif isinstance(value, tuple) and len(value) == 2:

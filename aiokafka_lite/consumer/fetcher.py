@@ -410,6 +410,7 @@ class Fetcher:
         deadline = time.monotonic() + timeout_ms / 1000
         remaining = dict(timestamps)
         result: dict[TopicPartition, tuple[int, int]] = {}
+        refreshed = False  # a partition missing from fresh metadata does not exist
         while remaining:
             # the metadata must track these topics: Apache Kafka answers a Metadata request
             # naming no topic with none (and the group coordinator resets the tracked set)
@@ -420,10 +421,10 @@ class Fetcher:
             for tp, ts in remaining.items():
                 leader = cluster.leader_for_partition(tp)
                 if leader is None or leader < 0:
-                    if cluster.partitions_for_topic(tp.topic) is not None and tp.partition not in (
-                        cluster.partitions_for_topic(tp.topic) or ()
-                    ):
-                        raise Errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+                    known = cluster.partitions_for_topic(tp.topic)
+                    if refreshed and known is not None and tp.partition not in known:
+                        # aiokafka's class for this case (it waits request_timeout_ms first)
+                        raise Errors.KafkaTimeoutError(f"{tp} does not exist")
                     missing = True
                     continue
                 by_node.setdefault(leader, {})[tp] = ts
@@ -455,6 +456,7 @@ class Fetcher:
                     await asyncio.wait_for(
                         asyncio.shield(fut), max(0.0, min(1.0, deadline - time.monotonic()))
                     )
+                    refreshed = True
                 await asyncio.sleep(self._backoff)
         return result
 

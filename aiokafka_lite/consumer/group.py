@@ -113,6 +113,9 @@ class Coordinator(OffsetsMixin):
         self._closed = False
         self._revoking = False  # the revoke listener runs: keep heartbeating
         self.fatal: BaseException | None = None
+        #: set once the first assignment is applied, or a fatal error is stored (start() waits)
+        self.assigned_once = asyncio.Event()
+        self._revoke_announced = False  # on_partitions_revoked ran for the pending rebalance
         self.rebalances = 0
         subscriptions.add_waker(self._wake.set)
         client.cluster.add_listener(self._on_metadata)
@@ -199,6 +202,7 @@ class Coordinator(OffsetsMixin):
                     continue
                 log.error("group coordination failed: %r", exc)
                 self.fatal = exc
+                self.assigned_once.set()
                 await asyncio.sleep(self._backoff * 10)
                 continue
             if self.uses_group and self._needs_rejoin():
@@ -256,6 +260,7 @@ class Coordinator(OffsetsMixin):
         self._metadata_snapshot = self._snapshot(self._subs.topics)
         if tps != set(self._subs.assignment):
             self._subs.assign_from_subscription(tps)
+        self.assigned_once.set()
 
     # -- coordinator discovery and requests ------------------------------------------------
     async def _coordinator(self) -> int:
@@ -287,17 +292,19 @@ class Coordinator(OffsetsMixin):
     async def _rebalance(self) -> None:
         subs = self._subs
         # revoke everything (eager protocol): commit first so the next owner starts right
-        if subs.assignment:
-            if self._auto_commit:
-                try:
-                    await self._commit_positions()
-                except Errors.KafkaError as exc:
-                    log.warning("commit before rebalance failed: %r", exc)
-            revoked = set(subs.assignment)
-            if subs.listener is not None:
-                # the assignment, positions and heartbeats stay alive through the callback,
-                # so commit() in it commits (the standard place to save progress)
-                await self._revoke(revoked)
+        if subs.assignment and self._auto_commit:
+            try:
+                await self._commit_positions()
+            except Errors.KafkaError as exc:
+                log.warning("commit before rebalance failed: %r", exc)
+        revoked = set(subs.assignment)
+        # also with nothing to revoke (first join), as aiokafka; once per rebalance, not per
+        # retried JoinGroup. The assignment, positions and heartbeats stay alive through the
+        # callback, so commit() in it commits (the standard place to save progress).
+        if subs.listener is not None and (revoked or not self._revoke_announced):
+            self._revoke_announced = True
+            await self._revoke(revoked)
+        if revoked:
             subs.assign_from_subscription(())
         topics = subs.topics
         await self._coordinator()
@@ -311,6 +318,7 @@ class Coordinator(OffsetsMixin):
             return
         self._joined_topics = topics
         self._rejoin = False
+        self._revoke_announced = False
         self.rebalances += 1
         for a in self._assignors:
             if a.name == self.protocol:
@@ -323,6 +331,7 @@ class Coordinator(OffsetsMixin):
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
         if subs.listener is not None:
             await _call_listener(subs.listener.on_partitions_assigned, set(tps))
+        self.assigned_once.set()
 
     async def _revoke(self, revoked: set[TopicPartition]) -> None:
         self._revoking = True

@@ -287,9 +287,14 @@ class Accumulator:
     # ---- completion ----------------------------------------------------------------------------
 
     def complete(
-        self, batch: ProducerBatch, base_offset: int, append_time: int | None, log_start: int | None
+        self,
+        batch: ProducerBatch,
+        base_offset: int | None,
+        append_time: int | None,
+        log_start: int | None,
     ) -> None:
-        """Resolve a batch's future with its base offset and release its memory."""
+        """Resolve a batch's future with its base offset (None for acks=0) and release its
+        memory."""
         batch.in_flight = False
         fut = batch.future
         if not fut.done():

@@ -166,6 +166,8 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         if batch.handle_extra is not None and index in batch.handle_extra.cancelled:
             raise asyncio.CancelledError()
         base, append_time, log_start = batch.future.result()
+        if base is None:  # acks=0: the broker tells nothing; aiokafka resolves to None
+            return None  # type: ignore[return-value]
         tp = batch.tp
         offset = base + index if base >= 0 else -1
         if append_time is not None and append_time >= 0:

@@ -21,7 +21,8 @@ _unpack_cache: dict[int, struct.Struct] = {}
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
-    """Return the 32-bit signed MurmurHash2 of ``data`` exactly as Kafka's Java client computes it."""
+    """Return the MurmurHash2 of ``data`` as Kafka's Java client computes it, as an unsigned
+    32-bit value (aiokafka's ``murmur2`` convention; the Java int is ``h - 2**32`` when >= 2**31)."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
     n4 = length >> 2
@@ -48,7 +49,7 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     h ^= h >> 13
     h = (h * _M) & _MASK
     h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
+    return h
 
 
 def default_partition(key: bytes, num_partitions: int) -> int:

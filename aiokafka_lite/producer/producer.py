@@ -235,6 +235,12 @@ class AIOKafkaProducer:
         await self.start()
         return self
 
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # as aiokafka: a producer garbage-collected without stop() (started or not) is a
+        # resource leak
+        if not getattr(self, "_closed", True):
+            _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
+
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
@@ -551,11 +557,16 @@ class AIOKafkaProducer:
         )
         return BatchBuilder(builder, self._batch_size, self._key_serializer, self._value_serializer)
 
-    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> RecordHandle:
-        """Queue a filled :class:`BatchBuilder` for ``partition``; resolves to the metadata of
-        its first record (offset = the batch's base offset)."""
+    async def send_batch(
+        self, batch: BatchBuilder, topic: str, *, partition: int | None = None
+    ) -> RecordHandle:
+        """Queue a filled :class:`BatchBuilder` for ``partition`` (None: the partitioner
+        chooses, as for an unkeyed record); resolves to the metadata of its first record
+        (offset = the batch's base offset)."""
         self._check_gate()
         parts = await self._partitions(topic)
+        if partition is None:
+            partition = self._partitioner(None, parts[0], parts[1])
         if partition not in parts[2]:
             await self._unknown_partition(topic, partition)
         if not batch.record_count():

@@ -442,8 +442,8 @@ class Sender:
         try:
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
-                for b in batches:
-                    self.acc.complete(b, -1, None, None)
+                for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
+                    self.acc.complete(b, None, None, None)
                 return
             resp = await self.client.send(node, req)
         except asyncio.CancelledError:
@@ -516,6 +516,8 @@ class Sender:
                 )
                 continue
             err_cls = Errors.for_code(code)
+            if err_cls is Errors.InvalidProducerEpoch:  # another producer took over the id:
+                err_cls = Errors.ProducerFenced  # aiokafka's class for it
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
             if err_cls.invalid_metadata:
                 refresh = True

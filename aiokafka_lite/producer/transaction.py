@@ -288,6 +288,8 @@ class TransactionManager:
             if not code:
                 return resp
             err_cls = Errors.for_code(code)
+            if err_cls is Errors.InvalidProducerEpoch:  # fenced by a newer producer (as aiokafka)
+                err_cls = Errors.ProducerFenced
             if code in _COORDINATOR_MOVED:
                 if txn_key:
                     self.coordinator = None

@@ -65,8 +65,9 @@ SSL_OPTIONS = ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl
 
 
 def _ssl_context(client: dict[str, Any]) -> ssl.SSLContext | None:
-    if not any(k in client for k in SSL_OPTIONS):
-        return None
+    tls = str(client.get("security_protocol", "")).upper() in ("SSL", "SASL_SSL")
+    if not tls and not any(k in client for k in SSL_OPTIONS):
+        return None  # (TLS without ssl options: the system's trusted CAs)
     ctx = ssl.create_default_context(cafile=client.get("ssl_cafile"))
     if client.get("ssl_certfile"):
         ctx.load_cert_chain(

@@ -1,0 +1,729 @@
+"""Differential scenarios: each one async function written against the aiokafka API.
+
+Every scenario runs twice on the same broker (see ``runner.py``): once with the real aiokafka,
+once with aiokafka_lite installed as aiokafka.  It returns what a user observes (records and
+their fields, assignments, return values, exception class names, callback calls in order);
+``test_differential.py`` requires both results to be equal.  Scenarios never sleep to "prove"
+something did not happen: they wait for conditions, with timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiokafka
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+
+# ---------------------------------------------------------------------------- producer
+
+
+async def producer_send_metadata(ctx: Any) -> Any:
+    topic = await ctx.topic(3)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        out = []
+        for i in range(6):
+            md = await p.send_and_wait(topic, f"v{i}".encode(), key=f"k{i}".encode())
+            out.append(ctx.md(md))
+        md = await p.send_and_wait(topic, b"x", partition=2, headers=[("h", b"1")])
+        out.append(ctx.md(md))
+        fut = await p.send(topic, b"y", partition=1)
+        out.append(ctx.md(await fut))
+        out.append(sorted(await p.partitions_for(topic)))
+    return out
+
+
+async def producer_acks0(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, acks=0) as p:
+        fut = await p.send(topic, b"a")
+        res = await fut
+        res2 = await p.send_and_wait(topic, b"b")
+    return {"send": ctx.md(res), "send_and_wait": ctx.md(res2)}
+
+
+async def producer_send_batch(ctx: Any) -> Any:
+    topic = await ctx.topic(2)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        out: dict[str, Any] = {}
+        batch = p.create_batch()
+        for i in range(3):
+            out[f"append{i}"] = (
+                batch.append(key=None, value=f"v{i}".encode(), timestamp=None) is not None
+            )
+        out["record_count"] = batch.record_count()
+        fut = await p.send_batch(batch, topic, partition=1)
+        out["explicit"] = ctx.md(await fut)
+        batch = p.create_batch()
+        batch.append(key=b"k", value=b"v", timestamp=None)
+        out["no_partition"] = await ctx.outcome(
+            _md_of(ctx, p.send_batch(batch, topic, partition=None))
+        )
+    return out
+
+
+async def _md_of(ctx: Any, aw: Any) -> Any:
+    fut = await aw
+    md = await fut
+    # the partitioner picks at random: partition 1 already holds 3 records, partition 0 none
+    return {
+        "partition_in_range": md.partition in (0, 1),
+        "offset_consistent": md.offset == (3 if md.partition == 1 else 0),
+    }
+
+
+async def producer_errors(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    p = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, max_request_size=2000)
+    # before start(): aiokafka waits for metadata that never comes (a hang); aiokafka_lite raises
+    # IllegalStateError at once (a documented difference), so it is not compared here
+    await p.start()
+    try:
+        out["str_value"] = await ctx.outcome(p.send(topic, "not-bytes"))
+        out["no_value_no_key"] = await ctx.outcome(p.send(topic))
+        out["too_large"] = await ctx.outcome(p.send(topic, b"x" * 5000))
+        out["bad_partition"] = await ctx.outcome(p.send(topic, b"x", partition=7))
+        out["bad_headers"] = await ctx.outcome(p.send(topic, b"x", headers=[("h", "str")]))
+    finally:
+        await p.stop()
+    out["after_stop"] = await ctx.outcome(p.send(topic, b"x"))
+    out["bad_acks"] = ctx.call(AIOKafkaProducer, bootstrap_servers=ctx.bootstrap, acks=2)
+    out["bad_compression"] = ctx.call(
+        AIOKafkaProducer, bootstrap_servers=ctx.bootstrap, compression_type="brotli"
+    )
+    out["idempotent_acks1"] = ctx.call(
+        AIOKafkaProducer, bootstrap_servers=ctx.bootstrap, enable_idempotence=True, acks=1
+    )
+    return _classes_only(out)
+
+
+def _classes_only(out: dict[str, Any]) -> dict[str, Any]:
+    """Replace successful results by "ok" (the objects themselves differ between clients)."""
+    return {k: ("ok" if isinstance(v, dict) and "ok" in v else v) for k, v in out.items()}
+
+
+async def producer_serializers_and_headers(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    async with AIOKafkaProducer(
+        bootstrap_servers=ctx.bootstrap,
+        key_serializer=lambda k: k.encode(),
+        value_serializer=lambda v: repr(v).encode(),
+        compression_type="gzip",
+    ) as p:
+        await p.send_and_wait(topic, {"a": 1}, key="k1", headers=[("x", b"1"), ("y", b"")])
+        await p.send_and_wait(topic, None, key="k2")
+    async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition(topic, 0)])
+        recs = await _collect(c, 2)
+    return [ctx.rec(r) for r in recs]
+
+
+async def _collect(c: Any, n: int, timeout: float = 20.0) -> list[Any]:
+    out: list[Any] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(out) < n and loop.time() < deadline:
+        batch = await c.getmany(timeout_ms=500)
+        for tp in sorted(batch):
+            out.extend(batch[tp])
+    return sorted(out, key=lambda r: (r.topic, r.partition, r.offset))
+
+
+async def _produce(ctx: Any, topic: str, n: int, partition: int | None = None, **kw: Any) -> None:
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, **kw) as p:
+        for i in range(n):
+            await p.send_and_wait(
+                topic, f"v{i}".encode(), key=f"k{i}".encode(), partition=partition
+            )
+
+
+# ---------------------------------------------------------------------------- consumer
+
+
+async def consumer_manual_assign(ctx: Any) -> Any:
+    topic = await ctx.topic(2)
+    await _produce(ctx, topic, 6)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap) as c:
+        c.assign([tp0, tp1])
+        out["assignment"] = c.assignment()
+        await c.seek_to_beginning()
+        out["pos0"] = await c.position(tp0) + await c.position(tp1)
+        recs = await _collect(c, 6)
+        out["records"] = [ctx.rec(r) for r in recs]
+        out["highwater"] = (c.highwater(tp0) or 0) + (c.highwater(tp1) or 0)
+        out["end"] = sum((await c.end_offsets([tp0, tp1])).values())
+        out["begin"] = await c.beginning_offsets([tp0, tp1])
+        c.seek(tp0, 1)
+        out["pos_after_seek"] = await c.position(tp0)
+        c.pause(tp1)
+        out["paused"] = c.paused()
+        c.resume(tp1)
+        out["paused_after_resume"] = c.paused()
+        out["seek_negative"] = ctx.call(c.seek, tp0, -5)
+        out["not_assigned_position"] = await ctx.outcome(c.position(TopicPartition(topic, 9)))
+        out["commit_without_group"] = await ctx.outcome(c.commit())
+        out["getmany_max0"] = await ctx.outcome(c.getmany(timeout_ms=10, max_records=0))
+        out["subscription"] = c.subscription()
+    return out
+
+
+async def consumer_offsets_for_times(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    tp = TopicPartition(topic, 0)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        for i, ts in enumerate((1000, 2000, 3000)):
+            await p.send_and_wait(topic, f"v{i}".encode(), timestamp_ms=ts)
+    out: dict[str, Any] = {}
+    # request_timeout_ms: aiokafka waits that long before failing on an unknown partition
+    async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, request_timeout_ms=5000) as c:
+        found = await c.offsets_for_times({tp: 1500})
+        out["1500"] = [(k, tuple(v) if v else None) for k, v in found.items()]
+        found = await c.offsets_for_times({tp: 10**13})
+        out["future"] = [(k, v) for k, v in found.items()]
+        out["unknown_partition"] = await ctx.outcome(
+            c.offsets_for_times({TopicPartition(topic, 5): 0})
+        )
+        out["negative_ts"] = await ctx.outcome(c.offsets_for_times({tp: -1}))
+        out["partitions_for_topic"] = c.partitions_for_topic(topic)
+        out["topics_has_topic"] = topic in await c.topics()
+    return out
+
+
+async def consumer_group_start_assignment(ctx: Any) -> Any:
+    """aiokafka's start() returns once the first assignment is known."""
+    topic = await ctx.topic(2)
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="latest",
+    )
+    await c.start()
+    try:
+        out: dict[str, Any] = {"assignment_after_start": c.assignment()}
+        out["positions"] = [await c.position(tp) for tp in sorted(c.assignment())]
+        out["committed"] = [await c.committed(tp) for tp in sorted(c.assignment())]
+        await _produce(ctx, topic, 4, partition=0)
+        recs = await _collect(c, 4)
+        out["records_sent_after_start"] = [ctx.rec(r) for r in recs]
+        await c.commit()
+        out["committed_after"] = await c.committed(TopicPartition(topic, 0))
+        c.seek(TopicPartition(topic, 0), 1)
+        out["seek_to_committed"] = await c.seek_to_committed()
+    finally:
+        await c.stop()
+    return out
+
+
+async def consumer_group_commit_resume(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    group = ctx.name("group")
+    await _produce(ctx, topic, 5)
+    tp = TopicPartition(topic, 0)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    ) as c:
+        recs = await _collect(c, 5)
+        out["first"] = [r.offset for r in recs]
+        await c.commit({tp: 3})
+        out["committed"] = await c.committed(tp)
+        out["bad_commit_key"] = await ctx.outcome(c.commit({"x": 1}))
+        out["bad_commit_value"] = await ctx.outcome(c.commit({tp: "x"}))
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=ctx.bootstrap, group_id=group, auto_offset_reset="earliest"
+    ) as c:
+        out["position_after_restart"] = await c.position(tp)
+        recs = await _collect(c, 2)
+        out["second"] = [r.offset for r in recs]
+    return out
+
+
+class _Recorder(ConsumerRebalanceListener):
+    def __init__(self, events: list[Any], tag: str) -> None:
+        self.events = events
+        self.tag = tag
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        self.events.append((self.tag, "revoked", sorted(revoked)))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self.events.append((self.tag, "assigned", sorted(assigned)))
+
+
+async def consumer_rebalance_listener(ctx: Any) -> Any:
+    topic = await ctx.topic(4)
+    group = ctx.name("group")
+    ev1: list[Any] = []
+    ev2: list[Any] = []
+    c1 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group)
+    c1.subscribe([topic], listener=_Recorder(ev1, "c1"))
+    await c1.start()
+    out: dict[str, Any] = {"c1_after_start": len(c1.assignment()), "c1_events": list(ev1)}
+    c2 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group)
+    c2.subscribe([topic], listener=_Recorder(ev2, "c2"))
+    started = asyncio.ensure_future(c2.start())
+    # c1 must poll to take part in the rebalance (aiokafka runs it in the background anyway)
+    ok = await ctx.wait_for(lambda: started.done() and len(c1.assignment()) == 2, 40)
+    await started
+    out["balanced"] = ok
+    out["sizes"] = sorted([len(c1.assignment()), len(c2.assignment())])
+    out["union"] = sorted(c1.assignment() | c2.assignment())
+    out["c1_event_kinds"] = [e[1] for e in ev1]
+    out["c2_event_kinds"] = [e[1] for e in ev2]
+    await c2.stop()
+    ok = await ctx.wait_for(lambda: len(c1.assignment()) == 4, 40)
+    out["c1_all_after_c2_left"] = ok
+    await c1.stop()
+    return out
+
+
+async def consumer_pattern_subscription(ctx: Any) -> Any:
+    prefix = ctx.name("pat")
+    t1 = prefix + "-a"
+    out: dict[str, Any] = {}
+    from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=ctx.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(t1, 1, 1)])
+        c = AIOKafkaConsumer(
+            bootstrap_servers=ctx.bootstrap,
+            group_id=ctx.name("group"),
+            auto_offset_reset="earliest",
+            metadata_max_age_ms=1000,
+        )
+        c.subscribe(pattern=f"^{prefix}-.*")
+        await c.start()
+        try:
+            await ctx.wait_for(lambda: bool(c.assignment()), 30)
+            out["assignment"] = c.assignment()
+            out["subscription"] = c.subscription()
+            await _produce(ctx, t1, 2)
+            out["records"] = [r.value for r in await _collect(c, 2)]
+        finally:
+            await c.stop()
+    finally:
+        await admin.close()
+    return out
+
+
+async def consumer_subscribe_rules(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap)
+    out["pattern_no_group"] = ctx.call(c.subscribe, pattern="^nothing-.*")
+    out["topics_and_pattern"] = ctx.call(c.subscribe, [topic], pattern="^x")
+    out["neither"] = ctx.call(c.subscribe)
+    out["string_topics"] = ctx.call(c.subscribe, topic)
+    out["bad_listener"] = ctx.call(c.subscribe, [topic], listener=object())
+    c2 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap)
+    c2.subscribe([topic])
+    out["assign_after_subscribe"] = ctx.call(c2.assign, [TopicPartition(topic, 0)])
+    c2.unsubscribe()
+    out["after_unsubscribe"] = c2.subscription()
+    out["assign_str"] = ctx.call(c2.assign, ["x"])
+    return _classes_only(out)
+
+
+async def consumer_no_group_subscribe(ctx: Any) -> Any:
+    topic = await ctx.topic(3)
+    await _produce(ctx, topic, 3)
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=ctx.bootstrap, auto_offset_reset="earliest"
+    ) as c:
+        await ctx.wait_for(lambda: len(c.assignment()) == 3, 20)
+        out = {"assignment": c.assignment()}
+        out["records"] = [ctx.rec(r) for r in await _collect(c, 3)]
+        out["commit"] = await ctx.outcome(c.commit())
+    return out
+
+
+async def consumer_stop_semantics(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(topic, bootstrap_servers=ctx.bootstrap, group_id=ctx.name("group"))
+    await c.start()
+    pending = asyncio.ensure_future(c.getmany(timeout_ms=30000))
+    await asyncio.sleep(0.2)  # let getmany start waiting (not an assertion)
+    await c.stop()
+    out["getmany_in_flight"] = await ctx.outcome(asyncio.wait_for(pending, 10))
+    out["getmany_after_stop"] = await ctx.outcome(c.getmany(timeout_ms=10))
+    out["getone_after_stop"] = await ctx.outcome(c.getone())
+
+    async def iterate() -> Any:
+        async for _ in c:
+            return "record"
+        return "stopped iteration"
+
+    out["async_for_after_stop"] = await ctx.outcome(asyncio.wait_for(iterate(), 10))
+    out["restart"] = await ctx.outcome(c.start())
+    out["stop_twice"] = await ctx.outcome(c.stop())
+
+    c2 = AIOKafkaConsumer(topic, bootstrap_servers=ctx.bootstrap, group_id=ctx.name("group"))
+    await c2.start()
+    pending = asyncio.ensure_future(c2.getone())
+    await asyncio.sleep(0.2)
+    await c2.stop()
+    out["getone_in_flight"] = await ctx.outcome(asyncio.wait_for(pending, 10))
+    return out
+
+
+async def consumer_not_started(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    c = AIOKafkaConsumer(topic, bootstrap_servers=ctx.bootstrap)
+    out: dict[str, Any] = {}
+    out["getmany"] = await ctx.outcome(c.getmany(timeout_ms=10))
+    out["getone"] = await ctx.outcome(asyncio.wait_for(c.getone(), 2))
+    out["position"] = await ctx.outcome(c.position(TopicPartition(topic, 0)))
+    out["assignment"] = c.assignment()
+    out["subscription"] = c.subscription()
+    await c.stop()
+    return out
+
+
+async def consumer_argument_validation(ctx: Any) -> Any:
+    bs = ctx.bootstrap
+    out: dict[str, Any] = {}
+    out["bad_protocol"] = ctx.call(AIOKafkaConsumer, bootstrap_servers=bs, security_protocol="FOO")
+    out["ssl_no_context"] = ctx.call(
+        AIOKafkaConsumer, bootstrap_servers=bs, security_protocol="SSL"
+    )
+    out["sasl_no_creds"] = ctx.call(
+        AIOKafkaConsumer,
+        bootstrap_servers=bs,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+    )
+    out["bad_mechanism"] = ctx.call(
+        AIOKafkaConsumer,
+        bootstrap_servers=bs,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="FOO",
+        sasl_plain_username="u",
+        sasl_plain_password="p",
+    )
+    out["bad_reset"] = ctx.call(AIOKafkaConsumer, bootstrap_servers=bs, auto_offset_reset="x")
+    out["bad_isolation"] = ctx.call(AIOKafkaConsumer, bootstrap_servers=bs, isolation_level="x")
+    out["bad_max_poll"] = ctx.call(AIOKafkaConsumer, bootstrap_servers=bs, max_poll_records=0)
+    out["p_bad_protocol"] = ctx.call(
+        AIOKafkaProducer, bootstrap_servers=bs, security_protocol="FOO"
+    )
+    out["p_ssl_no_context"] = ctx.call(
+        AIOKafkaProducer, bootstrap_servers=bs, security_protocol="SSL"
+    )
+    out["p_sasl_no_creds"] = ctx.call(
+        AIOKafkaProducer,
+        bootstrap_servers=bs,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+    )
+    out["p_txn_no_idempotence"] = ctx.call(
+        AIOKafkaProducer, bootstrap_servers=bs, transactional_id="t", enable_idempotence=False
+    )
+    return _classes_only(out)
+
+
+async def consumer_auto_create_topics(ctx: Any) -> Any:
+    topic = ctx.name("auto")
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="earliest",
+    ) as c:
+        out["assignment_after_start"] = c.assignment()
+        await _produce(ctx, topic, 2)
+        out["records"] = [r.offset for r in await _collect(c, 2)]
+    return out
+
+
+async def consumer_late_topic_assign(ctx: Any) -> Any:
+    """assign() a partition of a topic that is created only after start()."""
+    topic = ctx.name("late")
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        auto_offset_reset="earliest",
+    ) as c:
+        c.assign([TopicPartition(topic, 0)])
+        await _produce(ctx, topic, 3)  # the producer auto-creates it
+        out["records"] = [r.offset for r in await _collect(c, 3)]
+    return out
+
+
+async def consumer_read_committed(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    txn = ctx.name("txn")
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn) as p:
+        async with p.transaction():
+            await p.send_and_wait(topic, b"committed-1")
+        await p.begin_transaction()
+        await p.send_and_wait(topic, b"aborted")
+        await p.abort_transaction()
+        async with p.transaction():
+            await p.send_and_wait(topic, b"committed-2")
+        out: dict[str, Any] = {"nested_begin": None}
+        await p.begin_transaction()
+        out["nested_begin"] = await ctx.outcome(p.begin_transaction())
+        await p.abort_transaction()
+        out["commit_outside"] = await ctx.outcome(p.commit_transaction())
+    tp = TopicPartition(topic, 0)
+    for level in ("read_committed", "read_uncommitted"):
+        async with AIOKafkaConsumer(
+            bootstrap_servers=ctx.bootstrap, isolation_level=level, auto_offset_reset="earliest"
+        ) as c:
+            c.assign([tp])
+            end = (await c.end_offsets([tp]))[tp]
+            recs: list[Any] = []
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 20
+            while loop.time() < deadline:
+                batch = await c.getmany(timeout_ms=300)
+                recs.extend(batch.get(tp, []))
+                if await c.position(tp) >= end:
+                    break
+            out[level] = [(r.offset, r.value) for r in recs]
+            out[level + "_lso"] = c.last_stable_offset(tp)
+    return out
+
+
+async def producer_fenced(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    txn = ctx.name("txn")
+    out: dict[str, Any] = {}
+    p1 = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn)
+    await p1.start()
+    await p1.begin_transaction()
+    await p1.send_and_wait(topic, b"p1")
+    p2 = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn)
+    await p2.start()
+    try:
+
+        async def p1_again() -> None:
+            await p1.send_and_wait(topic, b"p1-again")
+            await p1.commit_transaction()
+
+        out["p1_after_fence"] = await ctx.outcome(asyncio.wait_for(p1_again(), 30))
+        async with p2.transaction():
+            await p2.send_and_wait(topic, b"p2")
+        out["p2_ok"] = True
+    finally:
+        await p2.stop()
+        await p1.stop()
+    return out
+
+
+async def transaction_send_offsets(ctx: Any) -> Any:
+    src = await ctx.topic(1)
+    dst = await ctx.topic(1)
+    group = ctx.name("group")
+    await _produce(ctx, src, 3)
+    out: dict[str, Any] = {}
+    async with (
+        AIOKafkaConsumer(
+            src,
+            bootstrap_servers=ctx.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        ) as c,
+        AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=ctx.name("txn")) as p,
+    ):
+        recs = await _collect(c, 3)
+        async with p.transaction():
+            for r in recs:
+                await p.send(dst, r.value.upper())
+            await p.send_offsets_to_transaction(
+                {TopicPartition(src, 0): recs[-1].offset + 1}, group
+            )
+        out["committed"] = await c.committed(TopicPartition(src, 0))
+        out["bad_offsets"] = "n/a"
+    return out
+
+
+async def consumer_getmany_partitions(ctx: Any) -> Any:
+    topic = await ctx.topic(2)
+    await _produce(ctx, topic, 3, partition=0)
+    await _produce(ctx, topic, 2, partition=1)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap, auto_offset_reset="earliest", max_poll_records=2
+    ) as c:
+        c.assign([tp0, tp1])
+        only1: list[Any] = []
+        await ctx.wait_for(lambda: True, 0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while len(only1) < 2 and loop.time() < deadline:
+            batch = await c.getmany(tp1, timeout_ms=300)
+            out.setdefault("only_tp1_keys", sorted(batch))
+            only1.extend(batch.get(tp1, []))
+        out["tp1"] = [r.offset for r in only1]
+        batch = await c.getmany(tp0, timeout_ms=5000)
+        out["max_poll_records_respected"] = sum(len(v) for v in batch.values()) <= 2
+        r = await c.getone(tp0)
+        out["getone_tp0"] = r.partition
+        out["getmany_unassigned"] = await ctx.outcome(
+            c.getmany(TopicPartition(topic, 9), timeout_ms=10)
+        )
+    return out
+
+
+async def top_level_api(ctx: Any) -> Any:
+    """Names and shapes an application touches without a broker."""
+    from aiokafka.errors import for_code
+    from aiokafka.partitioner import DefaultPartitioner, murmur2
+    from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, RecordMetadata
+
+    out: dict[str, Any] = {}
+    out["missing_from_all"] = sorted(
+        n
+        for n in (
+            "AIOKafkaClient",
+            "AIOKafkaConsumer",
+            "AIOKafkaProducer",
+            "ConsumerRebalanceListener",
+            "ConsumerRecord",
+            "ConsumerStoppedError",
+            "IllegalOperation",
+            "OffsetAndMetadata",
+            "OffsetAndTimestamp",
+            "TopicPartition",
+        )
+        if n not in aiokafka.__all__ or not hasattr(aiokafka, n)
+    )
+    out["tp"] = list(TopicPartition("t", 1)._asdict().items())
+    out["oam"] = OffsetAndMetadata(5, "m")._fields
+    out["rm"] = RecordMetadata._fields
+    out["cr"] = sorted(ConsumerRecord.__dataclass_fields__)
+    out["murmur2"] = [murmur2(k) for k in (b"", b"a", b"key-123", b"\xff" * 9)]
+    part = DefaultPartitioner()
+    out["partition"] = [part(k, [0, 1, 2], [0, 1, 2]) for k in (b"a", b"b", b"key-9")]
+    out["for_code"] = [for_code(c).__name__ for c in (1, 3, 6, 15, 22, 25, 27, 36, 47)]
+    out["kafka_error_retriable"] = [for_code(c).retriable for c in (3, 6, 15, 22, 25, 27, 36, 47)]
+    out["is_kafka_error"] = issubclass(for_code(3), KafkaError)
+    return out
+
+
+async def custom_assignor(ctx: Any) -> Any:
+    """An application's own assignor, written against aiokafka's abstract class and structs."""
+    from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+    from aiokafka.coordinator.protocol import (
+        ConsumerProtocolMemberAssignment,
+        ConsumerProtocolMemberMetadata,
+    )
+
+    calls: list[Any] = []
+
+    class EvenOnly(AbstractPartitionAssignor):
+        name = "even-only"
+        version = 0
+
+        @classmethod
+        def assign(cls, cluster: Any, members: Any) -> Any:
+            out = {}
+            for member_id, meta in members.items():
+                topics = sorted(meta.subscription)
+                calls.append(("assign", topics))
+                assignment = [
+                    (t, sorted(p for p in cluster.partitions_for_topic(t) if p % 2 == 0))
+                    for t in topics
+                ]
+                out[member_id] = ConsumerProtocolMemberAssignment(cls.version, assignment, b"")
+            return out
+
+        @classmethod
+        def metadata(cls, topics: Any) -> Any:
+            return ConsumerProtocolMemberMetadata(cls.version, list(topics), b"")
+
+        @classmethod
+        def on_assignment(cls, assignment: Any) -> None:
+            calls.append(("on_assignment", sorted(tuple(x) for x in assignment.assignment)))
+
+    topic = await ctx.topic(4)
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        partition_assignment_strategy=(EvenOnly,),
+    ) as c:
+        assignment = c.assignment()
+    return {"assignment": assignment, "calls": calls}
+
+
+async def consumer_seek_and_pause_flow(ctx: Any) -> Any:
+    """Group consumer: seek_to_end, pause/resume while records arrive, seek_to_beginning."""
+    topic = await ctx.topic(2)
+    await _produce(ctx, topic, 4, partition=0)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    ) as c:
+        await c.seek_to_end(tp0)
+        out["pos_end"] = await c.position(tp0)
+        c.pause(tp1)
+        await _produce(ctx, topic, 2, partition=1)
+        await _produce(ctx, topic, 1, partition=0)
+        recs = await _collect(c, 1)
+        out["while_paused"] = [(r.partition, r.offset) for r in recs]
+        c.resume(tp1)
+        recs = await _collect(c, 2)
+        out["after_resume"] = [(r.partition, r.offset) for r in recs]
+        await c.seek_to_beginning(tp0)
+        recs = await _collect(c, 5)
+        out["from_beginning"] = [(r.partition, r.offset) for r in recs]
+        out["last_stable"] = c.last_stable_offset(tp0)
+        out["committed_none"] = await c.committed(tp0)
+    return out
+
+
+async def admin_topics(ctx: Any) -> Any:
+    """The admin calls FastStream and most applications make."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    name = ctx.name("admintopic")
+    out: dict[str, Any] = {}
+    admin = AIOKafkaAdminClient(bootstrap_servers=ctx.bootstrap)
+    await admin.start()
+    try:
+        resp = await admin.create_topics([NewTopic(name, 2, 1)])
+        out["create"] = [(e["topic"], e["error_code"]) for e in resp.to_object()["topic_errors"]]
+        # (KRaft brokers apply a created topic to their metadata a moment after answering)
+        listed = False
+        for _ in range(200):
+            listed = name in await admin.list_topics()
+            if listed:
+                break
+            await asyncio.sleep(0.05)
+        out["listed"] = listed
+        again = await ctx.outcome(admin.create_topics([NewTopic(name, 2, 1)]))
+        out["create_again"] = (
+            again
+            if "raised" in again
+            else [e["error_code"] for e in again["ok"].to_object()["topic_errors"]]
+        )
+        cluster = await admin.describe_cluster()
+        out["cluster_keys"] = sorted(cluster)
+        await admin.delete_topics([name])
+    finally:
+        await admin.close()
+    return out
