@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import messages as m
 from ..structs import OffsetAndMetadata, TopicPartition
 from ._exec import ItemError, by_coordinator, by_leader, raise_item_errors
+from .fetch import fetch_request
 
 if TYPE_CHECKING:
     from ..client import KafkaClient
@@ -357,22 +358,13 @@ def watermark_fetch_request(
     """A Fetch at ``fetch_at[tp]`` that returns at most one batch per partition: its answer
     carries the exact high watermark / last stable offset (``max_wait_ms=1``: Tansu answers 0
     with no partitions at all)."""
-    by_topic: dict[str, list[Any]] = {}
-    for tp, offset in fetch_at.items():
-        by_topic.setdefault(tp.topic, []).append(
-            m.FetchRequest.FetchPartition(
-                partition=tp.partition, fetch_offset=max(0, offset), partition_max_bytes=1
-            )
-        )
-    return m.FetchRequest(
-        replica_id=-1,
+    return fetch_request(
+        {tp: max(0, offset) for tp, offset in fetch_at.items()},
         max_wait_ms=1,
         min_bytes=0,
         max_bytes=1,
+        partition_max_bytes=1,
         isolation_level=isolation_level,
-        session_id=0,
-        session_epoch=-1,
-        topics=[m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
     )
 
 
