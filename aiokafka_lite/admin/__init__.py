@@ -3,11 +3,12 @@
 ``aiokafka_lite.admin.AIOKafkaAdminClient`` and the argument classes ``NewTopic``,
 ``NewPartitions``, ``RecordsToDelete``, ``ConfigResource`` / ``ConfigResourceType`` live in
 modules of the same names as aiokafka's (``admin.client``, ``admin.new_topic`` ...). ACL
-arguments and results (``AclBinding``, ``AclFilter``) and ``LogDirInfo`` come from the
-operations layer.
+arguments and results (``AclBinding``, ``AclFilter``), ``LogDirInfo`` and the group results
+(``GroupDescription``, ``GroupMember``, ``ListedGroup``) come from the operations layer.
 """
 
 from ..ops.acls import AclBinding, AclFilter, LogDirInfo
+from ..ops.groups import GroupDescription, GroupMember, ListedGroup
 from ._responses import Response
 from .client import AIOKafkaAdminClient
 from .config_resource import ConfigResource, ConfigResourceType
@@ -21,6 +22,9 @@ __all__ = [
     "AclFilter",
     "ConfigResource",
     "ConfigResourceType",
+    "GroupDescription",
+    "GroupMember",
+    "ListedGroup",
     "LogDirInfo",
     "NewPartitions",
     "NewTopic",

@@ -18,7 +18,7 @@ import logging
 import ssl
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import errors as Errors
 from ..client import KafkaClient
@@ -30,7 +30,6 @@ from ..ops import offsets as offset_ops
 from ..ops import topics as topic_ops
 from ..structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from . import _responses as R
-from ._responses import Response
 from .config_resource import ConfigResource, ConfigResourceType
 from .new_partitions import NewPartitions
 from .new_topic import NewTopic
@@ -40,13 +39,11 @@ __all__ = ["AIOKafkaAdminClient"]
 
 log = logging.getLogger(__name__)
 
+_A = TypeVar("_A", bound=R.AlterConfigsResponse)
+
 #: ``reset_consumer_group_offsets`` targets
 EARLIEST = "earliest"
 LATEST = "latest"
-
-
-def _error(err: ItemError, what: str) -> Errors.KafkaError:
-    return err.exception(what)
 
 
 class AIOKafkaAdminClient:
@@ -129,7 +126,7 @@ class AIOKafkaAdminClient:
         new_topics: list[NewTopic],
         timeout_ms: int | None = None,
         validate_only: bool = False,
-    ) -> Response:
+    ) -> R.CreateTopicsResponse:
         """Create topics at the controller.
 
         Per-topic errors are NOT raised (as aiokafka): check ``response.topic_errors``, a list
@@ -156,7 +153,9 @@ class AIOKafkaAdminClient:
             topic_errors=[R.TopicError(r.name, r.error_code, r.error_message) for r in results],
         )
 
-    async def delete_topics(self, topics: list[str], timeout_ms: int | None = None) -> Response:
+    async def delete_topics(
+        self, topics: list[str], timeout_ms: int | None = None
+    ) -> R.DeleteTopicsResponse:
         """Delete topics at the controller.
 
         Per-topic errors are NOT raised (as aiokafka): check ``response.topic_error_codes``, a
@@ -218,7 +217,7 @@ class AIOKafkaAdminClient:
         topic_partitions: dict[str, NewPartitions],
         timeout_ms: int | None = None,
         validate_only: bool = False,
-    ) -> Response:
+    ) -> R.CreatePartitionsResponse:
         """Grow topics to ``NewPartitions.total_count`` partitions; raises the first topic's
         error (e.g. InvalidPartitionsError), as aiokafka does."""
         counts = {
@@ -261,14 +260,14 @@ class AIOKafkaAdminClient:
         self,
         config_resources: list[ConfigResource],
         include_synonyms: bool = False,
-    ) -> list[Response]:
+    ) -> list[R.DescribeConfigsResponse]:
         """Describe configs: one response per broker asked (broker resources go to that broker),
         then one for the topic resources. A resource's ``configs`` keys filter the names (None:
         all). Per-resource errors are in ``resources[i].error_code``."""
         brokers, others = self._by_target(config_resources)
         batches = [*brokers.values(), *([others] if others else [])]
 
-        async def one(batch: list[ConfigResource]) -> Response:
+        async def one(batch: list[ConfigResource]) -> R.DescribeConfigsResponse:
             wanted = [
                 self._resource(r, None if r.configs is None else list(r.configs)) for r in batch
             ]
@@ -301,7 +300,7 @@ class AIOKafkaAdminClient:
 
         return list(await asyncio.gather(*(one(b) for b in batches)))
 
-    def _altered(self, results: Iterable[config_ops.ConfigResult], cls: type[Response]) -> Response:
+    def _altered(self, results: Iterable[config_ops.ConfigResult], cls: type[_A]) -> _A:
         return cls(
             throttle_time_ms=0,
             resources=[
@@ -309,14 +308,16 @@ class AIOKafkaAdminClient:
             ],
         )
 
-    async def alter_configs(self, config_resources: list[ConfigResource]) -> list[Response]:
+    async def alter_configs(
+        self, config_resources: list[ConfigResource]
+    ) -> list[R.AlterConfigsResponse]:
         """Replace the dynamic configs of resources (AlterConfigs: configs not named revert to
         their defaults; prefer :meth:`incremental_alter_configs`). Returns the topic response
         first, then one per broker, as aiokafka."""
         brokers, others = self._by_target(config_resources)
         batches = [others, *brokers.values()]
 
-        async def one(batch: list[ConfigResource]) -> Response:
+        async def one(batch: list[ConfigResource]) -> R.AlterConfigsResponse:
             if not batch:
                 return self._altered([], R.AlterConfigsResponse)
             results = await config_ops.alter_configs(
@@ -328,7 +329,7 @@ class AIOKafkaAdminClient:
 
     async def incremental_alter_configs(
         self, config_resources: list[ConfigResource], validate_only: bool = False
-    ) -> list[Response]:
+    ) -> list[R.IncrementalAlterConfigsResponse]:
         """Change only the named configs (IncrementalAlterConfigs). Each value is a string
         (set), None (delete: back to the default) or ``(op, value)`` with op one of
         ``"set"``, ``"delete"``, ``"append"``, ``"subtract"``. One response per target (the
@@ -378,7 +379,7 @@ class AIOKafkaAdminClient:
         group_ids: list[str],
         group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
-    ) -> list[Response]:
+    ) -> list[R.DescribeGroupsResponse]:
         """Describe groups (at their coordinators, or at ``group_coordinator_id``).
 
         Returns a list with one DescribeGroupsResponse holding every group:
@@ -439,6 +440,26 @@ class AIOKafkaAdminClient:
         """
         groups = await group_ops.list_groups(self._client, broker_ids)
         return [(g.group_id, g.protocol_type) for g in groups]
+
+    async def describe_groups(
+        self, group_ids: list[str], include_authorized_operations: bool = False
+    ) -> dict[str, group_ops.GroupDescription]:
+        """Beyond aiokafka (as Java's describeConsumerGroups): ``{group_id: GroupDescription}``
+        with state, protocol and members whose consumer assignments are decoded. A group's
+        coordinator error is raised; other group errors are in ``GroupDescription.error``."""
+        found = await group_ops.describe_groups(
+            self._client, group_ids, include_authorized_operations=include_authorized_operations
+        )
+        out: dict[str, group_ops.GroupDescription] = {}
+        for gid, d in found.items():
+            if isinstance(d, ItemError):
+                raise d.exception(f"DescribeGroups of {gid!r}")
+            out[gid] = d
+        return out
+
+    async def list_groups(self, broker_ids: list[int] | None = None) -> list[group_ops.ListedGroup]:
+        """Beyond aiokafka: every group with its state, type and coordinator, sorted by id."""
+        return await group_ops.list_groups(self._client, broker_ids)
 
     async def list_consumer_group_offsets(
         self,
