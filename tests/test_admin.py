@@ -162,7 +162,8 @@ async def test_describe_alter_and_incremental_alter_configs(broker, new_topic):
         [altered] = await admin.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "123456"})]
         )
-        assert [tuple(r) for r in altered.resources] == [(0, None, 2, topic)]
+        [res] = altered.resources
+        assert (res.error_code, res.resource_type, res.resource_name) == (0, 2, topic)
         assert await value("retention.ms") == "123456"
 
         [inc] = await admin.incremental_alter_configs(
@@ -216,7 +217,10 @@ async def test_consumer_group_lifecycle(broker, new_topic):
         )
 
         await admin.alter_consumer_group_offsets(group, {tp0: OffsetAndMetadata(6, "meta")})
-        assert (await admin.list_consumer_group_offsets(group))[tp0] == OffsetAndMetadata(6, "meta")
+        after = (await admin.list_consumer_group_offsets(group))[tp0]
+        assert after.offset == 6
+        if broker.kind != "tansu":  # Tansu does not keep commit metadata
+            assert after.metadata == "meta"
 
         planned = await admin.reset_consumer_group_offsets(group, "earliest", dry_run=True)
         assert planned[tp0].offset == 0
@@ -256,7 +260,8 @@ async def test_reset_refuses_an_active_group(broker, new_topic):
                 await admin.reset_consumer_group_offsets(group, "earliest")
             descriptions = await admin.describe_groups([group])
             [member] = descriptions[group].members
-            assert set(member.assignment) == {TopicPartition(topic, 0)}
+            if broker.kind != "tansu":  # Tansu's DescribeGroups has no member assignments
+                assert set(member.assignment) == {TopicPartition(topic, 0)}
     finally:
         await consumer.stop()
 
@@ -296,14 +301,22 @@ async def test_list_offsets_and_delete_records(broker, new_topic):
 
 
 async def test_acls_without_an_authorizer(broker):
-    broker.skip_on("tansu", "noida", reason="the embedded brokers do not implement the ACL APIs")
+    broker.skip_on("tansu", reason="Tansu answers DescribeAcls with [] (no authorizer, no error)")
     async with AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
         with pytest.raises(Errors.SecurityDisabled):
             await admin.describe_acls(AclFilter())
 
 
+async def test_describe_log_dirs_unsupported_is_a_clear_error(broker):
+    if broker.kind != "tansu":
+        pytest.skip(f"[{broker.kind}] advertises DescribeLogDirs")
+    async with AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        with pytest.raises(Errors.UnsupportedVersionError):
+            await admin.describe_log_dirs()
+
+
 async def test_describe_log_dirs(broker, new_topic):
-    broker.skip_on("tansu", "noida", reason="the embedded brokers do not advertise DescribeLogDirs")
+    broker.skip_on("tansu", reason="Tansu does not advertise DescribeLogDirs")
     topic = await new_topic()
     await _produce(broker.bootstrap, topic, 3)
     async with AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
@@ -316,6 +329,7 @@ async def test_describe_log_dirs(broker, new_topic):
 
 
 async def test_same_results_as_aiokafka(broker, new_topic):
+    broker.skip_on("tansu", reason="aiokafka's admin client cannot decode Tansu's answers")
     from aiokafka.admin import AIOKafkaAdminClient as OracleAdmin
 
     topic = await new_topic(partitions=2)

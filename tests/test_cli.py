@@ -276,6 +276,8 @@ def test_groups_list_and_describe(broker, kafka_bootstrap, capsys):
 
 
 def test_groups_reset_offsets_dry_run_then_execute(broker, kafka_bootstrap, capsys):
+    broker.skip_on("tansu", reason="Tansu's ListOffsets latest is the newest batch's base offset + 1, "
+                   "so resets clamp below the real end")  # fmt: skip
     b = ["--bootstrap", kafka_bootstrap]
     name = _topic("cli-reset")
     group = _topic("grp")
@@ -303,10 +305,9 @@ def test_groups_reset_offsets_dry_run_then_execute(broker, kafka_bootstrap, caps
                  "--execute", *b]) == 0  # fmt: skip
     assert capsys.readouterr().out.splitlines()[1].split() == [name, "0", "4", "7"]
     assert committed() == "7"
-    if broker.kind != "tansu":  # Tansu's ListOffsets "latest" is the newest batch's base + 1
-        assert main(["groups", "reset-offsets", group, "--to-latest", "--execute", *b]) == 0
-        capsys.readouterr()
-        assert committed() == "10"
+    assert main(["groups", "reset-offsets", group, "--to-latest", "--execute", *b]) == 0
+    capsys.readouterr()
+    assert committed() == "10"
     # an offset past the end is clamped to the log's bounds, as kafka-consumer-groups does
     assert main(["groups", "reset-offsets", group, "--to-offset", "-5", "--execute", *b]) == 0
     assert capsys.readouterr().out.splitlines()[1].split()[3] == "0"
@@ -318,7 +319,7 @@ def test_groups_reset_offsets_dry_run_then_execute(broker, kafka_bootstrap, caps
 
 
 def test_topics_alter_config(broker, kafka_bootstrap, capsys):
-    broker.skip_on("tansu", reason="Tansu does not advertise IncrementalAlterConfigs")
+    broker.skip_on("tansu", reason="Tansu answers DescribeConfigs with 0 entries")
     b = ["--bootstrap", kafka_bootstrap]
     name = _topic("cli-config")
     assert main(["topics", "create", name, *b]) == 0
