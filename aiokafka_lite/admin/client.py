@@ -362,7 +362,9 @@ class AIOKafkaAdminClient:
         wanted = [[self._resource(r, changes(r)) for r in b] for b in batches]
         answers = await asyncio.gather(
             *(
-                config_ops.incremental_alter_configs(self._client, w, validate_only=validate_only)
+                config_ops.alter_configs(
+                    self._client, w, validate_only=validate_only, incremental=True
+                )
                 for w in wanted
             )
         )

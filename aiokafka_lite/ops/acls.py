@@ -62,17 +62,22 @@ class AclFilter:
     pattern_type: int = ANY
 
 
+def _filter_fields(f: AclFilter) -> dict[str, Any]:
+    """An AclFilter as the filter fields DescribeAcls and DeleteAcls share."""
+    return {
+        "resource_type_filter": f.resource_type,
+        "resource_name_filter": f.resource_name,
+        "pattern_type_filter": f.pattern_type,
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": f.operation,
+        "permission_type": f.permission_type,
+    }
+
+
 def describe_acls_request(f: AclFilter) -> Any:
     """DescribeAcls matching ``f``."""
-    return m.DescribeAclsRequest(
-        resource_type_filter=f.resource_type,
-        resource_name_filter=f.resource_name,
-        pattern_type_filter=f.pattern_type,
-        principal_filter=f.principal,
-        host_filter=f.host,
-        operation=f.operation,
-        permission_type=f.permission_type,
-    )
+    return m.DescribeAclsRequest(**_filter_fields(f))
 
 
 def parse_describe_acls(resp: Any) -> list[AclBinding] | ItemError:
@@ -140,18 +145,7 @@ async def create_acls(
 def delete_acls_request(filters: Sequence[AclFilter]) -> Any:
     """DeleteAcls matching any of ``filters``."""
     return m.DeleteAclsRequest(
-        filters=[
-            m.DeleteAclsRequest.DeleteAclsFilter(
-                resource_type_filter=f.resource_type,
-                resource_name_filter=f.resource_name,
-                pattern_type_filter=f.pattern_type,
-                principal_filter=f.principal,
-                host_filter=f.host,
-                operation=f.operation,
-                permission_type=f.permission_type,
-            )
-            for f in filters
-        ]
+        filters=[m.DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in filters]
     )
 
 

@@ -28,7 +28,6 @@ __all__ = [
     "alter_configs_request",
     "describe_configs",
     "describe_configs_request",
-    "incremental_alter_configs",
     "incremental_alter_configs_request",
     "parse_alter_configs",
     "parse_describe_configs",
@@ -247,32 +246,17 @@ async def alter_configs(
     resources: Sequence[Resource],
     *,
     validate_only: bool = False,
+    incremental: bool = False,
     timeout_ms: float | None = None,
 ) -> list[ConfigResult]:
-    """AlterConfigs; per-resource errors are returned."""
+    """AlterConfigs (``incremental``: IncrementalAlterConfigs, ``configs`` values then being
+    ``(AlterOp, value)``); per-resource errors are returned."""
+    build = incremental_alter_configs_request if incremental else alter_configs_request
     return await _per_node(
         client,
         resources,
-        lambda res: alter_configs_request(res, validate_only),
+        lambda res: build(res, validate_only),
         parse_alter_configs,
         timeout_ms,
-        "AlterConfigs",
-    )
-
-
-async def incremental_alter_configs(
-    client: KafkaClient,
-    resources: Sequence[Resource],
-    *,
-    validate_only: bool = False,
-    timeout_ms: float | None = None,
-) -> list[ConfigResult]:
-    """IncrementalAlterConfigs; per-resource errors are returned."""
-    return await _per_node(
-        client,
-        resources,
-        lambda res: incremental_alter_configs_request(res, validate_only),
-        parse_alter_configs,
-        timeout_ms,
-        "IncrementalAlterConfigs",
+        "IncrementalAlterConfigs" if incremental else "AlterConfigs",
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +54,22 @@ class TopicResult:
         return ItemError(self.error_code, self.error_message) if self.error_code else None
 
 
-def _codes(results: Iterable[TopicResult]) -> list[int]:
-    return [r.error_code for r in results]
+async def _at_controller(
+    client: KafkaClient,
+    request: Any,
+    parse: Callable[[Any], list[TopicResult]],
+    broker_timeout: int,
+    what: str,
+) -> list[TopicResult]:
+    """Run ``request`` at the controller (the broker may take ``broker_timeout`` to answer)."""
+    resp = await to_controller(
+        client,
+        request,
+        lambda r: [t.error_code for t in parse(r)],
+        timeout_ms=broker_timeout + client.request_timeout_ms,
+        what=what,
+    )
+    return parse(resp)
 
 
 # ------------------------------------------------------------------------------ CreateTopics
@@ -103,14 +117,13 @@ async def create_topics(
 ) -> list[TopicResult]:
     """CreateTopics at the controller; per-topic errors are returned, not raised."""
     broker_timeout = timeout_ms if timeout_ms is not None else client.request_timeout_ms
-    resp = await to_controller(
+    return await _at_controller(
         client,
         create_topics_request(topics, broker_timeout, validate_only),
-        lambda r: _codes(parse_create_topics(r)),
-        timeout_ms=broker_timeout + client.request_timeout_ms,
-        what="CreateTopics",
+        parse_create_topics,
+        broker_timeout,
+        "CreateTopics",
     )
-    return parse_create_topics(resp)
 
 
 # ------------------------------------------------------------------------------ DeleteTopics
@@ -136,14 +149,13 @@ async def delete_topics(
 ) -> list[TopicResult]:
     """DeleteTopics at the controller; per-topic errors are returned, not raised."""
     broker_timeout = timeout_ms if timeout_ms is not None else client.request_timeout_ms
-    resp = await to_controller(
+    return await _at_controller(
         client,
         delete_topics_request(topics, broker_timeout),
-        lambda r: _codes(parse_delete_topics(r)),
-        timeout_ms=broker_timeout + client.request_timeout_ms,
-        what="DeleteTopics",
+        parse_delete_topics,
+        broker_timeout,
+        "DeleteTopics",
     )
-    return parse_delete_topics(resp)
 
 
 # -------------------------------------------------------------------------- CreatePartitions
@@ -188,14 +200,13 @@ async def create_partitions(
 ) -> list[TopicResult]:
     """CreatePartitions at the controller; per-topic errors are returned."""
     broker_timeout = timeout_ms if timeout_ms is not None else client.request_timeout_ms
-    resp = await to_controller(
+    return await _at_controller(
         client,
         create_partitions_request(counts, broker_timeout, validate_only),
-        lambda r: _codes(parse_create_partitions(r)),
-        timeout_ms=broker_timeout + client.request_timeout_ms,
-        what="CreatePartitions",
+        parse_create_partitions,
+        broker_timeout,
+        "CreatePartitions",
     )
-    return parse_create_partitions(resp)
 
 
 # ---------------------------------------------------------------------------------- Metadata
