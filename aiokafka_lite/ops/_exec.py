@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Deadline",
+    "at_coordinator",
     "ItemError",
     "by_coordinator",
     "by_leader",
@@ -367,3 +368,29 @@ async def by_coordinator(
         if remaining:
             await deadline.backoff(client, refresh=False, last=last, what=what)
     return results
+
+
+async def at_coordinator(
+    client: KafkaClient,
+    group_id: str,
+    build: Callable[[], Any],
+    parse: Callable[[Any], R | ItemError],
+    *,
+    timeout_ms: float | None = None,
+    what: str = "request",
+    coordinator: int | None = None,
+) -> R:
+    """:func:`by_coordinator` for one group; a group-level error left at the end is raised."""
+    res = await by_coordinator(
+        client,
+        [group_id],
+        lambda _groups: build(),
+        lambda resp: {group_id: parse(resp)},
+        timeout_ms=timeout_ms,
+        what=what,
+        coordinator=coordinator,
+    )
+    value = res[group_id]
+    if isinstance(value, ItemError):
+        raise value.exception(f"{what} of group {group_id!r}")
+    return value

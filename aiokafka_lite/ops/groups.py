@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import decode_data
 from ..protocol import messages as m
 from ..structs import TopicPartition
-from ._exec import ItemError, by_coordinator, to_node
+from ._exec import ItemError, at_coordinator, by_coordinator, to_node
 
 if TYPE_CHECKING:
     from ..client import KafkaClient
@@ -278,11 +278,6 @@ def offset_delete_request(group_id: str, partitions: Iterable[TopicPartition]) -
     )
 
 
-@dataclass
-class _OffsetDeleteResult:
-    codes: dict[TopicPartition, int] = field(default_factory=dict)
-
-
 async def delete_offsets(
     client: KafkaClient,
     group_id: str,
@@ -290,29 +285,24 @@ async def delete_offsets(
     *,
     timeout_ms: float | None = None,
 ) -> dict[TopicPartition, int]:
-    """OffsetDelete: ``{tp: error_code}``; a group-level error (e.g. GROUP_SUBSCRIBED_TO_TOPIC
-    is per partition, NON_EMPTY_GROUP group-wide) is raised."""
+    """OffsetDelete: ``{tp: error_code}`` (e.g. GROUP_SUBSCRIBED_TO_TOPIC per partition); a
+    group-level error (e.g. NON_EMPTY_GROUP) is raised."""
     tps = list(partitions)
 
-    def parse(resp: Any) -> dict[str, _OffsetDeleteResult | ItemError]:
+    def parse(resp: Any) -> dict[TopicPartition, int] | ItemError:
         if resp.error_code:
-            return {group_id: ItemError(resp.error_code)}
-        codes = {
+            return ItemError(resp.error_code)
+        return {
             TopicPartition(t.name, p.partition_index): p.error_code
             for t in resp.topics
             for p in t.partitions
         }
-        return {group_id: _OffsetDeleteResult(codes)}
 
-    res = await by_coordinator(
+    return await at_coordinator(
         client,
-        [group_id],
-        lambda _g: offset_delete_request(group_id, tps),
+        group_id,
+        lambda: offset_delete_request(group_id, tps),
         parse,
         timeout_ms=timeout_ms,
         what="OffsetDelete",
     )
-    value = res[group_id]
-    if isinstance(value, ItemError):
-        raise value.exception(f"OffsetDelete of group {group_id!r}")
-    return value.codes

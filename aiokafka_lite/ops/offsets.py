@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import messages as m
 from ..structs import OffsetAndMetadata, TopicPartition
-from ._exec import ItemError, by_coordinator, by_leader, raise_item_errors
+from ._exec import ItemError, at_coordinator, by_leader, raise_item_errors
 from .fetch import fetch_request
 
 if TYPE_CHECKING:
@@ -205,19 +205,15 @@ async def fetch_committed(
 ) -> Committed:
     """Committed offsets of ``group_id`` at its coordinator; raises a group-level error."""
     tps = None if partitions is None else list(partitions)
-    res = await by_coordinator(
+    return await at_coordinator(
         client,
-        [group_id],
-        lambda _groups: offset_fetch_request(group_id, tps, require_stable),
-        lambda resp: parse_offset_fetch(resp, group_id),
+        group_id,
+        lambda: offset_fetch_request(group_id, tps, require_stable),
+        lambda resp: parse_offset_fetch(resp, group_id)[group_id],
         timeout_ms=timeout_ms,
         what="OffsetFetch",
         coordinator=coordinator,
     )
-    value = res[group_id]
-    if isinstance(value, ItemError):
-        raise value.exception(f"OffsetFetch of group {group_id!r}")
-    return value
 
 
 # ----------------------------------------------------------------------------- OffsetCommit
@@ -278,25 +274,21 @@ async def commit_offsets(
     if not offsets:
         return {}
 
-    def parse(resp: Any) -> dict[str, dict[TopicPartition, int] | ItemError]:
+    def parse(resp: Any) -> dict[TopicPartition, int] | ItemError:
         codes = parse_offset_commit(resp)
         bad = {c for c in codes.values() if c}
         if len(bad) == 1 and ItemError(next(iter(bad))).retriable:
-            return {group_id: ItemError(next(iter(bad)))}  # coordinator moved / loading
-        return {group_id: codes}
+            return ItemError(next(iter(bad)))  # coordinator moved / loading: retried
+        return codes
 
-    res = await by_coordinator(
+    return await at_coordinator(
         client,
-        [group_id],
-        lambda _groups: offset_commit_request(group_id, offsets),
+        group_id,
+        lambda: offset_commit_request(group_id, offsets),
         parse,
         timeout_ms=timeout_ms,
         what="OffsetCommit",
     )
-    value = res[group_id]
-    if isinstance(value, ItemError):
-        raise value.exception(f"OffsetCommit of group {group_id!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------- DeleteRecords
