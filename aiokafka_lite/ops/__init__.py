@@ -7,7 +7,9 @@ One module per family:
 * :mod:`.groups`: FindCoordinator, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete;
 * :mod:`.topics`: CreateTopics, DeleteTopics, CreatePartitions, Metadata;
 * :mod:`.configs`: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
-* :mod:`.acls`: DescribeAcls, CreateAcls, DeleteAcls, DescribeLogDirs.
+* :mod:`.acls`: DescribeAcls, CreateAcls, DeleteAcls, DescribeLogDirs;
+* :mod:`.fetch`: the Fetch request builder; :mod:`.membership`: JoinGroup, SyncGroup,
+  Heartbeat, LeaveGroup builders (the consumer's coordinator runs those itself).
 
 Each operation is a sans-I/O ``*_request`` builder and ``parse_*`` parser returning plain results
 with per-item :class:`ItemError` s, and a coroutine running them through the ONE executor in
