@@ -190,6 +190,8 @@ async def test_describe_broker_configs(broker):
         assert res.error_code == 0 and res.resource_name == str(node)
         names = {e.config_names for e in res.config_entries}
         assert "num.partitions" in names
+        with pytest.raises(Errors.IllegalArgumentError):
+            await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "localhost")])
 
 
 # ------------------------------------------------------------------------------------ groups

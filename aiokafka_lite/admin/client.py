@@ -251,6 +251,10 @@ class AIOKafkaAdminClient:
         others: list[ConfigResource] = []
         for res in config_resources:
             if res.resource_type == ConfigResourceType.BROKER:
+                if not str(res.name).isdigit():
+                    raise Errors.IllegalArgumentError(
+                        f"a BROKER config resource is named by its node id, not {res.name!r}"
+                    )
                 brokers.setdefault(int(res.name), []).append(res)
             else:
                 others.append(res)
