@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors as Errors
 from .cluster import ClusterMetadata
-from .protocol import messages as m
+from .ops.topics import metadata_request
 
 if TYPE_CHECKING:
     from .client import KafkaClient
@@ -96,12 +96,8 @@ class MetadataRefresher:
 
     def request(self) -> Any:
         """The MetadataRequest a refresh sends (also used for bootstrap)."""
-        topics = None
-        if not self._need_all_topics:
-            topics = [m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self.topics)]
-        return m.MetadataRequest(
-            topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation
-        )
+        topics = None if self._need_all_topics else sorted(self.topics)
+        return metadata_request(topics, self.allow_auto_topic_creation)
 
     # --------------------------------------------------------------- waiting
 

@@ -32,7 +32,7 @@ from . import errors as Errors
 from ._metadata import MetadataRefresher
 from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
-from .protocol import messages as m
+from .ops.groups import find_coordinator_request, parse_find_coordinator
 
 __all__ = ["AIOKafkaClient", "KafkaClient", "parse_bootstrap"]
 
@@ -525,8 +525,7 @@ class KafkaClient:
             (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         )
         last: Errors.KafkaError | None = None
-        # Both request shapes are filled; the codec writes the one the chosen version has.
-        request = m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
+        request = find_coordinator_request(key, key_type)
         while True:
             remaining_ms = (deadline - loop.time()) * 1000
             if remaining_ms <= 0:
@@ -539,24 +538,12 @@ class KafkaClient:
                     raise
                 last = exc
             else:
-                if resp.coordinators:  # v4+ batched shape
-                    c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
-                    code, msg, nid, host, port = (
-                        c.error_code,
-                        c.error_message,
-                        c.node_id,
-                        c.host,
-                        c.port,
-                    )
-                else:
-                    code, msg = resp.error_code, resp.error_message
-                    nid, host, port = resp.node_id, resp.host, resp.port
-                if not code:
-                    self.cluster.add_coordinator(nid, host, port)
-                    return int(nid)
-                err_cls = Errors.for_code(code)
-                err = err_cls(msg or f"FindCoordinator({key!r}, key_type={key_type})")
-                if not err_cls.retriable:
+                found = parse_find_coordinator(resp, key)
+                if found.error is None:
+                    self.cluster.add_coordinator(found.node_id, found.host, found.port)
+                    return found.node_id
+                err = found.error.exception(f"FindCoordinator({key!r}, key_type={key_type})")
+                if not found.error.retriable:
                     raise err
                 last = err
             sleep = min(self.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))

@@ -38,14 +38,17 @@ async def create_topic(bootstrap: str, args: argparse.Namespace) -> None:
     """Create the demo topic (fine if it already exists)."""
     async with AIOKafkaAdminClient(bootstrap_servers=bootstrap) as admin:
         t0 = time.perf_counter()
-        try:
-            await admin.create_topics([NewTopic(args.topic, args.partitions, 1)])
+        resp = await admin.create_topics([NewTopic(args.topic, args.partitions, 1)])
+        code = next((e.error_code for e in resp.topic_errors if e.topic == args.topic), 0)
+        if code == Errors.TopicAlreadyExistsError.errno:
+            print(f"topic {args.topic!r} already exists")
+        elif code:
+            raise Errors.for_code(code)(f"create topic {args.topic!r}")
+        else:
             print(
                 f"created topic {args.topic!r} with {args.partitions} partitions "
                 f"in {(time.perf_counter() - t0) * 1000:.1f} ms"
             )
-        except Errors.TopicAlreadyExistsError:
-            print(f"topic {args.topic!r} already exists")
 
 
 async def show_cluster(bootstrap: str, args: argparse.Namespace) -> None:

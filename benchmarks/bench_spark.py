@@ -44,7 +44,9 @@ async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
+        resp = await admin.create_topics([NewTopic(topic, partitions, 1)])
+        if any(e.error_code for e in resp.topic_errors):
+            raise RuntimeError(f"create topic {topic}: {resp.topic_errors}")
     finally:
         await admin.close()
 

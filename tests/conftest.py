@@ -238,7 +238,10 @@ async def _create_topic_lite(
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs)])
+        resp = await admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs)])
+        for err in resp.topic_errors:
+            if err.error_code:
+                raise RuntimeError(f"creating topic {name}: {err}")
         deadline = time.monotonic() + 15.0
         while time.monotonic() < deadline:  # wait until every partition has a leader
             described = await admin.describe_topics([name])

@@ -52,6 +52,8 @@ def _topic(prefix: str = "cli") -> str:
         ["topics"],
         ["topics", "create"],
         ["groups", "describe"],
+        ["groups", "reset-offsets", "g"],
+        ["topics", "alter-config"],
         ["produce"],
         ["consume"],
         ["bench"],
@@ -77,6 +79,8 @@ def test_help_everywhere(argv, capsys):
         (["bench", "produce", "--records", "x"], "not an integer"),
         (["bench", "produce", "--api", "nope"], "invalid choice"),
         (["consume", "t", "--max", "-1"], "must be positive"),
+        (["groups", "reset-offsets", "g"], "one of the arguments --to-earliest"),
+        (["groups", "reset-offsets", "g", "--to-datetime", "yesterday"], "not an ISO-8601"),
         (["topics", "list", "--bootstrap", "host:notaport"], "is not host:port"),
         (["bench", "consume", "--bootstrap", "h:70000"], "is not host:port"),
     ],
@@ -269,6 +273,67 @@ def test_groups_list_and_describe(broker, kafka_bootstrap, capsys):
     # Tansu answers ListOffsets "latest" with the newest batch's base offset + 1
     if broker.kind != "tansu":
         assert (end, lag) == ("10", "6"), out
+
+
+def test_groups_reset_offsets_dry_run_then_execute(broker, kafka_bootstrap, capsys):
+    broker.skip_on("tansu", reason="Tansu's ListOffsets latest is the newest batch's base offset + 1, "
+                   "so resets clamp below the real end")  # fmt: skip
+    b = ["--bootstrap", kafka_bootstrap]
+    name = _topic("cli-reset")
+    group = _topic("grp")
+    assert main(["topics", "create", name, "--partitions", "1", *b]) == 0
+    src = "".join(f"v{i}\n" for i in range(10))
+    assert _cli("produce", name, "--partition", "0", *b, input=src).returncode == 0
+    assert main(["consume", name, "--group", group, "--from-beginning", "--max", "4", *b]) == 0
+    capsys.readouterr()
+
+    def committed() -> str:
+        assert main(["groups", "describe", group, *b]) == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+        return next(r[2] for r in rows if r and r[0] == name)
+
+    assert committed() == "4"
+    # dry run (the default): the plan is printed, nothing moves
+    assert main(["groups", "reset-offsets", group, "--to-earliest", *b]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["TOPIC", "PARTITION", "OLD", "OFFSET", "NEW", "OFFSET"]
+    assert out[1].split() == [name, "0", "4", "0"]
+    assert "dry run" in out[-1]
+    assert committed() == "4"
+
+    assert main(["groups", "reset-offsets", group, "--topic", f"{name}:0", "--to-offset", "7",
+                 "--execute", *b]) == 0  # fmt: skip
+    assert capsys.readouterr().out.splitlines()[1].split() == [name, "0", "4", "7"]
+    assert committed() == "7"
+    assert main(["groups", "reset-offsets", group, "--to-latest", "--execute", *b]) == 0
+    capsys.readouterr()
+    assert committed() == "10"
+    # an offset past the end is clamped to the log's bounds, as kafka-consumer-groups does
+    assert main(["groups", "reset-offsets", group, "--to-offset", "-5", "--execute", *b]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[3] == "0"
+    # a datetime before every record: the first offset
+    assert main(["groups", "reset-offsets", group, "--to-datetime", "2000-01-01T00:00:00Z",
+                 "--execute", *b]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert committed() == "0"
+
+
+def test_topics_alter_config(broker, kafka_bootstrap, capsys):
+    broker.skip_on("tansu", reason="Tansu answers DescribeConfigs with 0 entries")
+    b = ["--bootstrap", kafka_bootstrap]
+    name = _topic("cli-config")
+    assert main(["topics", "create", name, *b]) == 0
+    capsys.readouterr()
+    argv = ["topics", "alter-config", name, "--set", "retention.ms=123456", *b]
+    assert main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["TOPIC", "CONFIG", "VALUE"]
+    assert [name, "retention.ms", "123456"] in rows
+    assert main(["topics", "alter-config", name, "--delete", "retention.ms", *b]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [name, "retention.ms", "604800000"] in rows  # back to the broker default (7 days)
+    assert main(["topics", "alter-config", name, *b]) == 2
+    assert "nothing to change" in capsys.readouterr().err
 
 
 def test_broker_command_starts_and_stops_on_ctrl_c():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from .. import errors as Errors
 from ..admin import AIOKafkaAdminClient, NewTopic
 
 __all__ = ["create_topic", "delete_topic"]
@@ -15,7 +16,10 @@ async def create_topic(bootstrap: str, name: str, partitions: int, timeout: floa
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
     await asyncio.wait_for(admin.start(), timeout)
     try:
-        await asyncio.wait_for(admin.create_topics([NewTopic(name, partitions, 1)]), timeout)
+        resp = await asyncio.wait_for(admin.create_topics([NewTopic(name, partitions, 1)]), timeout)
+        for err in resp.topic_errors:
+            if err.error_code:
+                raise Errors.for_code(err.error_code)(f"create topic {name!r}: {err.error_message}")
         deadline = time.monotonic() + timeout
         while True:
             described = await asyncio.wait_for(admin.describe_topics([name]), timeout)

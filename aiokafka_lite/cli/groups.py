@@ -1,26 +1,30 @@
-"""``aiokafka-lite groups list|describe``.
+"""``aiokafka-lite groups list|describe|reset-offsets``: thin callers of the admin client.
 
-The admin client has no group calls yet, so this module speaks the group APIs itself through
-:class:`aiokafka_lite.client.KafkaClient`: ListGroups (asked of every broker: each lists the groups
-it coordinates), FindCoordinator + DescribeGroups (state, members, their assignments decoded from
-the consumer protocol) and OffsetFetch (committed offsets) and ListOffsets (log end, for the lag; Tansu answers "latest"
-with the newest batch's base offset + 1, so its lag is only right for one-record batches).
+``describe`` shows each partition's committed offset, log end and lag (Tansu answers ListOffsets
+"latest" with the newest batch's base offset + 1, so its lag is only right for one-record
+batches). ``reset-offsets`` moves an empty group's committed offsets like Kafka's
+``kafka-consumer-groups --reset-offsets``: it prints the plan and changes nothing unless
+``--execute`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from typing import Any
 
 from ._common import CliError, add_bootstrap, print_table, run
 
-__all__ = ["register", "list_groups", "describe_group"]
+__all__ = ["register", "list_groups", "describe_group", "reset_offsets"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``groups`` command group."""
-    p = sub.add_parser("groups", help="list and describe consumer groups",
-                       description="Consumer group inspection.")  # fmt: skip
+    p = sub.add_parser(
+        "groups",
+        help="list, describe and reset consumer groups",
+        description="Consumer group inspection and offset resets.",
+    )
     gsub = p.add_subparsers(dest="groups_cmd", metavar="ACTION", required=True)
     q = gsub.add_parser("list", help="every group the brokers know, with its state")
     add_bootstrap(q)
@@ -30,164 +34,184 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("groups", nargs="+", metavar="GROUP")
     q.set_defaults(func=cmd_describe)
 
+    q = gsub.add_parser(
+        "reset-offsets",
+        help="move an empty group's committed offsets (dry run unless --execute)",
+        description="Plan (and with --execute, commit) new offsets for a group with no "
+        "active members. Partitions: those of --topic, else every partition the group has "
+        "committed.",
+    )
+    add_bootstrap(q)
+    q.add_argument("group", metavar="GROUP")
+    q.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P...]",
+        help="limit to a topic (optionally some partitions); repeatable",
+    )
+    to = q.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start")
+    to.add_argument("--to-latest", action="store_true", help="the log end")
+    to.add_argument(
+        "--to-datetime",
+        type=_datetime,
+        metavar="ISO-8601",
+        help="first offset at or after this time (e.g. 2026-01-31T12:00:00Z)",
+    )
+    to.add_argument("--to-offset", type=int, metavar="N", help="this offset (clamped to the log)")
+    mode = q.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only show the plan (default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    q.set_defaults(func=cmd_reset)
 
-def _client(args: argparse.Namespace) -> Any:
-    from ..client import KafkaClient
 
-    return KafkaClient(
+def _datetime(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 date-time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def _admin(args: argparse.Namespace) -> Any:
+    from ..admin import AIOKafkaAdminClient
+
+    return AIOKafkaAdminClient(
         bootstrap_servers=args.bootstrap,
         client_id="aiokafka-lite-cli",
         request_timeout_ms=int(args.timeout * 1000),
-        allow_auto_topic_creation=False,  # looking at a group must not recreate its topics
     )
 
 
-def _raise(code: int, what: str) -> None:
-    if code:
-        from .. import errors as Errors
-
-        err = Errors.for_code(code)
-        raise CliError(f"{what}: {err.__name__} (error {code})")
-
-
-async def list_groups(client: Any) -> list[dict[str, Any]]:
+async def list_groups(admin: Any) -> list[dict[str, Any]]:
     """``[{"group", "state", "protocol_type", "coordinator"}]`` from every broker."""
-    from ..protocol import messages as m
-
-    out: dict[str, dict[str, Any]] = {}
-    for broker in sorted(client.cluster.brokers(), key=lambda b: b.nodeId):
-        resp = await client.send(broker.nodeId, m.ListGroupsRequest())
-        _raise(resp.error_code, f"ListGroups on broker {broker.nodeId}")
-        for g in resp.groups:
-            out[g.group_id] = {
-                "group": g.group_id,
-                "state": g.group_state or "",
-                "protocol_type": g.protocol_type,
-                "coordinator": broker.nodeId,
-            }
-    return [out[k] for k in sorted(out)]
+    return [
+        {
+            "group": g.group_id,
+            "state": g.state,
+            "protocol_type": g.protocol_type,
+            "coordinator": g.coordinator,
+        }
+        for g in await admin.list_groups()
+    ]
 
 
-def _assignment(data: Any) -> list[tuple[str, int]]:
-    from ..protocol import decode_data
-    from ..protocol import messages as m
+async def _log_ends(admin: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Latest offset of each partition of an existing topic (a group may keep offsets of a
+    deleted topic: no log end then)."""
+    from ..structs import TopicPartition
 
-    if not data:
-        return []
-    try:
-        assignment, _version = decode_data(m.ConsumerProtocolAssignment, bytes(data))
-    except Exception:
-        return []
-    return [(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions]
+    if not tps:
+        return {}
+    described = await admin.describe_topics(sorted({t for t, _ in tps}))
+    existing = {
+        t["topic"]: {p["partition"] for p in t["partitions"]}
+        for t in described
+        if not t["error_code"]
+    }
+    wanted = {TopicPartition(t, p): "latest" for t, p in tps if p in existing.get(t, ())}
+    found = await admin.list_offsets(wanted) if wanted else {}
+    return {(tp.topic, tp.partition): v.offset for tp, v in found.items() if v.offset >= 0}
 
 
-async def describe_group(client: Any, group: str) -> dict[str, Any]:
+async def describe_group(admin: Any, group: str) -> dict[str, Any]:
     """State, protocol, members (with assignments) and committed offsets of ``group``."""
-    from ..protocol import messages as m
+    from .. import errors as Errors
 
-    node = await client.find_coordinator(group)
-    resp = await client.send(node, m.DescribeGroupsRequest(groups=[group]))
-    described = next((g for g in resp.groups if g.group_id == group), None)
-    if described is None:
+    desc = (await admin.describe_groups([group])).get(group)
+    if desc is None:
         raise CliError(f"group {group!r}: not in the DescribeGroups answer")
-    _raise(described.error_code, f"group {group!r}")
-    members = []
+    if desc.error is not None:
+        err = Errors.for_code(desc.error.code)
+        raise CliError(f"group {group!r}: {err.__name__} (error {desc.error.code})")
     owner: dict[tuple[str, int], str] = {}
-    for member in described.members:
-        tps = _assignment(member.member_assignment) if described.protocol_type == "consumer" else []
+    members = []
+    for mb in desc.members:
+        tps = [(tp.topic, tp.partition) for tp in mb.assignment]
         for tp in tps:
-            owner[tp] = member.member_id
+            owner[tp] = mb.member_id
         members.append(
             {
-                "member_id": member.member_id,
-                "instance_id": member.group_instance_id,
-                "client_id": member.client_id,
-                "host": member.client_host,
+                "member_id": mb.member_id,
+                "instance_id": mb.group_instance_id,
+                "client_id": mb.client_id,
+                "host": mb.client_host,
                 "partitions": tps,
             }
         )
-    request = m.OffsetFetchRequest(
-        group_id=group,
-        topics=None,
-        groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)],
-    )
-    oresp = await client.send(node, request)
-    offsets: dict[tuple[str, int], int] = {}
-    if oresp.groups:
-        _raise(oresp.groups[0].error_code, f"committed offsets of {group!r}")
-        topics = oresp.groups[0].topics
-    else:
-        _raise(oresp.error_code, f"committed offsets of {group!r}")
-        topics = oresp.topics
-    for t in topics:
-        for p in t.partitions:
-            if not p.error_code and p.committed_offset >= 0:
-                offsets[(t.name, p.partition_index)] = p.committed_offset
-    ends = await log_end_offsets(client, sorted(set(offsets) | set(owner)))
+    committed = await admin.list_consumer_group_offsets(group)
+    offsets = {
+        (tp.topic, tp.partition): om.offset for tp, om in committed.items() if om.offset >= 0
+    }
     return {
         "group": group,
-        "ends": ends,
-        "state": described.group_state,
-        "protocol_type": described.protocol_type,
-        "protocol": described.protocol_data,
-        "coordinator": node,
+        "ends": await _log_ends(admin, sorted(set(offsets) | set(owner))),
+        "state": desc.state,
+        "protocol_type": desc.protocol_type,
+        "protocol": desc.protocol,
+        "coordinator": await admin.find_coordinator(group),
         "members": members,
         "offsets": offsets,
         "owner": owner,
     }
 
 
-async def log_end_offsets(client: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """Latest offset of each partition (ListOffsets to each leader); missing ones are left out."""
-    from ..protocol import messages as m
+def _partitions(specs: list[str]) -> list[tuple[str, list[int] | None]]:
+    out: list[tuple[str, list[int] | None]] = []
+    for spec in specs:
+        topic, sep, parts = spec.partition(":")
+        if not topic:
+            raise CliError(f"--topic {spec!r}: no topic name", 2)
+        if not sep:
+            out.append((topic, None))
+            continue
+        try:
+            out.append((topic, sorted({int(p) for p in parts.split(",") if p.strip()})))
+        except ValueError:
+            raise CliError(f"--topic {spec!r}: partitions must be numbers", 2) from None
+    return out
+
+
+async def reset_offsets(admin: Any, args: argparse.Namespace) -> list[tuple[Any, ...]]:
+    """Plan (and with ``--execute`` commit) the reset; rows of (topic, partition, old, new)."""
     from ..structs import TopicPartition
 
-    if not tps:
-        return {}
-    from .. import errors as Errors
-
-    for topic in sorted({t for t, _ in tps}):
-        try:  # a group may keep offsets of a deleted topic: no log end then
-            await client.wait_for_topic(topic, min(2000, client.request_timeout_ms))
-        except Errors.KafkaError:
-            continue
-    by_leader: dict[int, dict[str, list[int]]] = {}
-    for topic, partition in tps:
-        leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))
-        if leader is not None and leader >= 0:
-            by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
-    out: dict[tuple[str, int], int] = {}
-    for leader, topics in by_leader.items():
-        request = m.ListOffsetsRequest(
-            replica_id=-1,
-            topics=[
-                m.ListOffsetsRequest.ListOffsetsTopic(
-                    name=topic,
-                    partitions=[
-                        m.ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-1)
-                        for p in parts
-                    ],
-                )
-                for topic, parts in topics.items()
-            ],
-        )
-        resp = await client.send(leader, request)
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    continue
-                offset = p.offset if p.offset >= 0 else max(p.old_style_offsets or [-1])
-                if offset >= 0:
-                    out[(t.name, p.partition_index)] = offset
-    return out
+    tps: list[TopicPartition] | None = None
+    if args.topic:
+        tps = []
+        for topic, parts in _partitions(args.topic):
+            if parts is None:
+                described = await admin.describe_topics([topic])
+                if not described or described[0]["error_code"]:
+                    raise CliError(f"topic {topic!r} does not exist")
+                parts = sorted(p["partition"] for p in described[0]["partitions"])
+            tps.extend(TopicPartition(topic, p) for p in parts)
+    if args.to_earliest:
+        to: Any = "earliest"
+    elif args.to_latest:
+        to = "latest"
+    elif args.to_datetime is not None:
+        to = args.to_datetime
+    else:
+        to = args.to_offset
+    before = await admin.list_consumer_group_offsets(args.group)
+    planned = await admin.reset_consumer_group_offsets(
+        args.group, to, tps, dry_run=not args.execute
+    )
+    rows = []
+    for tp in sorted(planned):
+        old = before.get(tp)
+        rows.append((tp.topic, tp.partition, old.offset if old else None, planned[tp].offset))
+    return rows
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``groups list``."""
 
     async def main() -> list[dict[str, Any]]:
-        async with _client(args) as client:
-            return await list_groups(client)
+        async with _admin(args) as admin:
+            return await list_groups(admin)
 
     rows = [
         (g["group"], g["state"], g["protocol_type"], g["coordinator"])
@@ -201,8 +225,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
     """``groups describe``."""
 
     async def main() -> list[dict[str, Any]]:
-        async with _client(args) as client:
-            return [await describe_group(client, g) for g in args.groups]
+        async with _admin(args) as admin:
+            return [await describe_group(admin, g) for g in args.groups]
 
     for i, info in enumerate(run(main(), args.timeout)):
         if i:
@@ -248,4 +272,18 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 "HOST",
             )
             print_table(headers, rows)
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    """``groups reset-offsets``."""
+
+    async def main() -> list[tuple[Any, ...]]:
+        async with _admin(args) as admin:
+            return await reset_offsets(admin, args)
+
+    rows = run(main(), args.timeout)
+    print_table(("TOPIC", "PARTITION", "OLD OFFSET", "NEW OFFSET"), rows)
+    if not args.execute:
+        print("(dry run: nothing changed; add --execute to commit these offsets)")
     return 0

@@ -1,4 +1,4 @@
-"""``aiokafka-lite topics list|create|delete|describe``."""
+"""``aiokafka-lite topics list|create|delete|describe|alter-config`` (thin callers of the admin client)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("topics", nargs="+", metavar="TOPIC")
     q.add_argument("--if-exists", action="store_true", help="no error when a topic is missing")
     q.set_defaults(func=cmd_delete)
+
+    q = tsub.add_parser(
+        "alter-config",
+        help="set or delete topic configs (IncrementalAlterConfigs)",
+        description="Change only the named configs of topics; print the resulting values.",
+    )
+    add_bootstrap(q)
+    q.add_argument("topics", nargs="+", metavar="TOPIC")
+    q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config (repeatable)")  # fmt: skip
+    q.add_argument("--delete", action="append", default=[], metavar="KEY",
+                   help="reset a config to its default (repeatable)")  # fmt: skip
+    q.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    q.set_defaults(func=cmd_alter_config)
 
     q = tsub.add_parser("describe", help="partitions, leaders, replicas and ISR of topics")
     add_bootstrap(q)
@@ -82,6 +96,13 @@ def _configs(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _failure(action: str, topic: str, code: int, message: str | None) -> str:
+    from .. import errors as Errors
+
+    err = Errors.for_code(code).__name__
+    return f"{action} topic {topic!r}: {err} (error {code})" + (f": {message}" if message else "")
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     """``topics create``."""
     from .. import errors as Errors
@@ -90,19 +111,20 @@ def cmd_create(args: argparse.Namespace) -> int:
     configs = _configs(args.config)
 
     async def main() -> list[str]:
-        created = []
         async with _admin(args) as admin:
-            for name in args.topics:
-                topic = NewTopic(
-                    name, args.partitions, args.replication_factor, topic_configs=configs
-                )
-                try:
-                    await admin.create_topics([topic])
-                except Errors.TopicAlreadyExistsError:
-                    if not args.if_not_exists:
-                        raise
-                    continue
-                created.append(name)
+            resp = await admin.create_topics(
+                [
+                    NewTopic(name, args.partitions, args.replication_factor, topic_configs=configs)
+                    for name in args.topics
+                ]
+            )
+        created = []
+        for topic, code, message in resp.topic_errors:
+            if code == Errors.TopicAlreadyExistsError.errno and args.if_not_exists:
+                continue
+            if code:
+                raise CliError(_failure("create", topic, code, message))
+            created.append(topic)
         return created
 
     for name in run(main(), args.timeout):
@@ -115,16 +137,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
     from .. import errors as Errors
 
     async def main() -> list[str]:
-        deleted = []
         async with _admin(args) as admin:
-            for name in args.topics:
-                try:
-                    await admin.delete_topics([name])
-                except Errors.UnknownTopicOrPartitionError:
-                    if not args.if_exists:
-                        raise
-                    continue
-                deleted.append(name)
+            resp = await admin.delete_topics(list(args.topics))
+        deleted = []
+        for topic, code in resp.topic_error_codes:
+            if code == Errors.UnknownTopicOrPartitionError.errno and args.if_exists:
+                continue
+            if code:
+                raise CliError(_failure("delete", topic, code, None))
+            deleted.append(topic)
         return deleted
 
     for name in run(main(), args.timeout):
@@ -160,4 +181,49 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 )
             )
     print_table(("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "ERROR"), rows)
+    return 0
+
+
+def cmd_alter_config(args: argparse.Namespace) -> int:
+    """``topics alter-config``."""
+    from .. import errors as Errors
+    from ..admin import ConfigResource, ConfigResourceType
+
+    changes: dict[str, str | None] = dict(_configs(args.set))
+    for key in args.delete:
+        if key in changes:
+            raise CliError(f"config {key!r} is both set and deleted", 2)
+        changes[key] = None
+    if not changes:
+        raise CliError("nothing to change: give --set KEY=VALUE and/or --delete KEY", 2)
+
+    async def main() -> list[tuple[str, str, str | None]]:
+        async with _admin(args) as admin:
+            resources = [ConfigResource(ConfigResourceType.TOPIC, t, changes) for t in args.topics]
+            for resp in await admin.incremental_alter_configs(
+                resources, validate_only=args.validate_only
+            ):
+                for code, message, _type, name in resp.resources:
+                    if code:
+                        err = Errors.for_code(code).__name__
+                        raise CliError(
+                            f"topic {name!r}: {err} (error {code})"
+                            + (f": {message}" if message else "")
+                        )
+            described = await admin.describe_configs(
+                [
+                    ConfigResource(ConfigResourceType.TOPIC, t, dict.fromkeys(changes))
+                    for t in args.topics
+                ]
+            )
+        rows: list[tuple[str, str, str | None]] = []
+        for resp in described:
+            for _code, _msg, _type, name, entries in resp.resources:
+                rows.extend((name, e.config_names, e.config_value) for e in entries)
+        return rows
+
+    rows = run(main(), args.timeout)
+    print_table(("TOPIC", "CONFIG", "VALUE"), sorted(rows, key=lambda r: (r[0], r[1])))
+    if args.validate_only:
+        print("(validate only: nothing changed)")
     return 0

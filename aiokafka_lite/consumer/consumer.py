@@ -16,7 +16,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient
-from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.ops import topics as topic_ops
 from aiokafka_lite.structs import (
     ConsumerRecord,
     OffsetAndMetadata,
@@ -544,10 +544,7 @@ class AIOKafkaConsumer:
     async def topics(self) -> set[str]:
         """Every topic in the cluster (internal ones excluded per exclude_internal_topics)."""
         self._parts()
-        resp = await self._client.send_least_loaded(
-            m.MetadataRequest(topics=None, allow_auto_topic_creation=False),
-            timeout_ms=self._request_timeout_ms,
-        )
+        resp = await topic_ops.metadata(self._client, None, timeout_ms=self._request_timeout_ms)
         return {
             t.name
             for t in resp.topics

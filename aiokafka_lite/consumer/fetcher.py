@@ -23,7 +23,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.ops import offsets as offset_ops
+from aiokafka_lite.ops.fetch import fetch_request
 from aiokafka_lite.structs import TopicPartition
 
 from .buffer import PartitionBuffer
@@ -257,29 +258,13 @@ class Fetcher:
 
     # -- one fetch -------------------------------------------------------------------------
     def _fetch_request(self, positions: Mapping[TopicPartition, int]) -> Any:
-        by_topic: dict[str, list[Any]] = {}
-        for tp, offset in positions.items():
-            by_topic.setdefault(tp.topic, []).append(
-                m.FetchRequest.FetchTopic.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=-1,
-                    partition_max_bytes=self._partition_max_bytes,
-                )
-            )
-        return m.FetchRequest(
-            replica_id=-1,
+        return fetch_request(
+            positions,
             max_wait_ms=self._max_wait_ms,
             min_bytes=self._min_bytes,
             max_bytes=self._max_bytes,
+            partition_max_bytes=self._partition_max_bytes,
             isolation_level=self._isolation,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()
-            ],
         )
 
     async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
@@ -407,95 +392,7 @@ class Fetcher:
         """ListOffsets for each partition (timestamp, or EARLIEST -2 / LATEST -1) at its
         leader, retrying leader errors until ``timeout_ms``; returns tp -> (offset, timestamp)
         with offset -1 when no record matches a timestamp."""
-        deadline = time.monotonic() + timeout_ms / 1000
-        remaining = dict(timestamps)
-        result: dict[TopicPartition, tuple[int, int]] = {}
-        refreshed = False  # a partition missing from fresh metadata does not exist
-        while remaining:
-            # the metadata must track these topics: Apache Kafka answers a Metadata request
-            # naming no topic with none (and the group coordinator resets the tracked set)
-            self._client.add_topics({tp.topic for tp in remaining})
-            cluster = self._client.cluster
-            by_node: dict[int, dict[TopicPartition, int]] = {}
-            missing = False
-            for tp, ts in remaining.items():
-                leader = cluster.leader_for_partition(tp)
-                if leader is None or leader < 0:
-                    known = cluster.partitions_for_topic(tp.topic)
-                    if refreshed and known is not None and tp.partition not in known:
-                        # aiokafka's class for this case (it waits request_timeout_ms first)
-                        raise Errors.KafkaTimeoutError(f"{tp} does not exist")
-                    missing = True
-                    continue
-                by_node.setdefault(leader, {})[tp] = ts
-            retry = missing
-            results = await asyncio.gather(
-                *(self._list_offsets_node(node, tss, deadline) for node, tss in by_node.items()),
-                return_exceptions=True,
-            )
-            for res in results:
-                if isinstance(res, BaseException):
-                    if isinstance(res, Errors.KafkaError) and res.retriable:
-                        retry = True
-                        continue
-                    raise res
-                found, failed = res
-                result.update(found)
-                for tp in found:
-                    remaining.pop(tp, None)
-                retry = retry or failed
-            if not remaining:
-                break
-            if time.monotonic() >= deadline:
-                raise Errors.KafkaTimeoutError(
-                    f"offsets not found in {timeout_ms} ms for {sorted(remaining)}"
-                )
-            if retry:
-                fut = self._client.request_update()
-                with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
-                    await asyncio.wait_for(
-                        asyncio.shield(fut), max(0.0, min(1.0, deadline - time.monotonic()))
-                    )
-                    refreshed = True
-                await asyncio.sleep(self._backoff)
-        return result
-
-    async def _list_offsets_node(
-        self, node: int, timestamps: Mapping[TopicPartition, int], deadline: float
-    ) -> tuple[dict[TopicPartition, tuple[int, int]], bool]:
-        by_topic: dict[str, list[Any]] = {}
-        for tp, ts in timestamps.items():
-            by_topic.setdefault(tp.topic, []).append(
-                m.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                    partition_index=tp.partition,
-                    current_leader_epoch=-1,
-                    timestamp=ts,
-                    max_num_offsets=1,
-                )
-            )
-        request = m.ListOffsetsRequest(
-            replica_id=-1,
-            isolation_level=self._isolation,
-            topics=[
-                m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps)
-                for t, ps in by_topic.items()
-            ],
+        found = await offset_ops.list_offsets(
+            self._client, timestamps, isolation_level=self._isolation, timeout_ms=timeout_ms
         )
-        timeout = max(1.0, (deadline - time.monotonic()) * 1000)
-        response = await self._client.send(node, request, timeout_ms=timeout)
-        found: dict[TopicPartition, tuple[int, int]] = {}
-        failed = False
-        for t in response.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.name, p.partition_index)
-                if p.error_code:
-                    exc_cls = Errors.for_code(p.error_code)
-                    if exc_cls.retriable or exc_cls.invalid_metadata:
-                        failed = True
-                        continue
-                    raise exc_cls(f"ListOffsets failed for {tp}")
-                offset = p.offset
-                if p.old_style_offsets:
-                    offset = p.old_style_offsets[0]
-                found[tp] = (offset, p.timestamp)
-        return found, failed
+        return {tp: (v.offset, v.timestamp) for tp, v in found.items()}

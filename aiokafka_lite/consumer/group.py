@@ -25,7 +25,12 @@ import time
 from typing import Any
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.ops.membership import (
+    heartbeat_request,
+    join_group_request,
+    leave_group_request,
+    sync_group_request,
+)
 from aiokafka_lite.structs import TopicPartition
 
 from .assignors import (
@@ -341,20 +346,14 @@ class Coordinator(OffsetsMixin):
             self._revoking = False
 
     async def _join(self, topics: frozenset[str]) -> Any:
-        protocols = [
-            m.JoinGroupRequest.JoinGroupRequestProtocol(
-                name=a.name, metadata=encode_subscription(a.metadata(topics))
-            )
-            for a in self._assignors
-        ]
+        protocols = [(a.name, encode_subscription(a.metadata(topics))) for a in self._assignors]
         for _ in range(5):  # at most one member-id-required round trip, a few retries
-            request = m.JoinGroupRequest(
-                group_id=self.group_id,
-                session_timeout_ms=self._session_timeout_ms,
-                rebalance_timeout_ms=self._rebalance_timeout_ms,
+            request = join_group_request(
+                self.group_id,  # type: ignore[arg-type]  # only called with a group
                 member_id=self.member_id,
                 group_instance_id=self.group_instance_id,
-                protocol_type="consumer",
+                session_timeout_ms=self._session_timeout_ms,
+                rebalance_timeout_ms=self._rebalance_timeout_ms,
                 protocols=protocols,
             )
             resp = await self._send(
@@ -385,15 +384,14 @@ class Coordinator(OffsetsMixin):
         return None
 
     async def _sync(self, joined: Any) -> ConsumerProtocolMemberAssignment | None:
-        assignments = []
+        assignments: dict[str, bytes] = {}
         if joined.leader == self.member_id:
             assignments = await self._assign(joined)
-        request = m.SyncGroupRequest(
-            group_id=self.group_id,
-            generation_id=self.generation,
+        request = sync_group_request(
+            self.group_id,  # type: ignore[arg-type]  # only called with a group
+            generation=self.generation,
             member_id=self.member_id,
             group_instance_id=self.group_instance_id,
-            protocol_type="consumer",
             protocol_name=self.protocol,
             assignments=assignments,
         )
@@ -408,7 +406,7 @@ class Coordinator(OffsetsMixin):
             return None
         raise Errors.for_code(code)(f"SyncGroup failed for group {self.group_id!r}")
 
-    async def _assign(self, joined: Any) -> list[Any]:
+    async def _assign(self, joined: Any) -> dict[str, bytes]:
         assignor = next((a for a in self._assignors if a.name == joined.protocol_name), None)
         if assignor is None:
             raise Errors.IllegalStateError(f"group chose unknown assignor {joined.protocol_name!r}")
@@ -433,12 +431,7 @@ class Coordinator(OffsetsMixin):
             self.group_id,
             {mid: list(a.assignment) for mid, a in result.items()},
         )
-        return [
-            m.SyncGroupRequest.SyncGroupRequestAssignment(
-                member_id=mid, assignment=encode_assignment(a)
-            )
-            for mid, a in result.items()
-        ]
+        return {mid: encode_assignment(a) for mid, a in result.items()}
 
     async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
         if self.group_id is None or (self.generation < 0 and not self.member_id):
@@ -446,11 +439,7 @@ class Coordinator(OffsetsMixin):
         if self.group_instance_id is not None or not self.member_id:
             self.generation = -1
             return
-        request = m.LeaveGroupRequest(
-            group_id=self.group_id,
-            member_id=self.member_id,
-            members=[m.LeaveGroupRequest.MemberIdentity(member_id=self.member_id, reason=reason)],
-        )
+        request = leave_group_request(self.group_id, self.member_id, reason)
         if timeout is None:
             timeout = self._request_timeout_ms / 1000
         if timeout > 0:
@@ -478,9 +467,9 @@ class Coordinator(OffsetsMixin):
                 self._subs.assign_from_subscription(())
                 await self._leave_group("max_poll_interval_ms exceeded")
                 continue
-            request = m.HeartbeatRequest(
-                group_id=self.group_id,
-                generation_id=self.generation,
+            request = heartbeat_request(
+                self.group_id,  # type: ignore[arg-type]  # only called with a group
+                generation=self.generation,
                 member_id=self.member_id,
                 group_instance_id=self.group_instance_id,
             )

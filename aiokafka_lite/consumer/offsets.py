@@ -15,7 +15,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.ops import ItemError
+from aiokafka_lite.ops.offsets import (
+    offset_commit_request,
+    offset_fetch_request,
+    parse_offset_commit,
+    parse_offset_fetch,
+)
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 from .subscription import SubscriptionState
@@ -90,27 +96,12 @@ class OffsetsMixin:
                 "(a rebalance is in progress or max_poll_interval_ms was exceeded)"
             )
         deadline = time.monotonic() + self._request_timeout_ms / 1000
-        by_topic: dict[str, list[Any]] = {}
-        for tp, om in offsets.items():
-            offset, meta = (om.offset, om.metadata) if isinstance(om, tuple) else (int(om), "")
-            by_topic.setdefault(tp.topic, []).append(
-                m.OffsetCommitRequest.OffsetCommitRequestPartition(
-                    partition_index=tp.partition,
-                    committed_offset=offset,
-                    committed_leader_epoch=-1,
-                    committed_metadata=meta or "",
-                )
-            )
-        request = m.OffsetCommitRequest(
-            group_id=self.group_id,
-            generation_id_or_member_epoch=self.generation if group_managed else -1,
+        request = offset_commit_request(
+            self.group_id,  # type: ignore[arg-type]  # checked by _check_group
+            offsets,
+            generation=self.generation if group_managed else -1,
             member_id=self.member_id if group_managed else "",
             group_instance_id=self.group_instance_id if group_managed else None,
-            retention_time_ms=-1,
-            topics=[
-                m.OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
-                for t, ps in by_topic.items()
-            ],
         )
         while True:
             retry = False
@@ -124,31 +115,26 @@ class OffsetsMixin:
                 retry = True
                 log.debug("commit failed: %r", exc)
             else:
-                for t in resp.topics:
-                    for p in t.partitions:
-                        code = p.error_code
-                        if code == 0:
-                            self._last_committed[TopicPartition(t.name, p.partition_index)] = (
-                                offsets[TopicPartition(t.name, p.partition_index)][0]
-                            )
-                            continue
-                        if code in _REJOIN_CODES:
-                            if code == Errors.UnknownMemberIdError.errno:
-                                self.member_id = ""
-                                self.generation = -1
-                            self._rejoin = True
-                            self._wake.set()
-                            raise Errors.CommitFailedError(
-                                f"Commit cannot be completed: the group rebalanced "
-                                f"({Errors.for_code(code).__name__}); the partitions may have moved to "
-                                f"another member. Poll more often or raise max_poll_interval_ms."
-                            )
-                        if self._coordinator_error(code) or code in _RETRY_CODES:
-                            retry = True
-                            continue
-                        raise Errors.for_code(code)(
-                            f"commit failed for {t.name}[{p.partition_index}]"
+                for tp, code in parse_offset_commit(resp).items():
+                    if code == 0:
+                        om = offsets[tp]
+                        self._last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
+                        continue
+                    if code in _REJOIN_CODES:
+                        if code == Errors.UnknownMemberIdError.errno:
+                            self.member_id = ""
+                            self.generation = -1
+                        self._rejoin = True
+                        self._wake.set()
+                        raise Errors.CommitFailedError(
+                            f"Commit cannot be completed: the group rebalanced "
+                            f"({Errors.for_code(code).__name__}); the partitions may have moved to "
+                            f"another member. Poll more often or raise max_poll_interval_ms."
                         )
+                    if self._coordinator_error(code) or code in _RETRY_CODES:
+                        retry = True
+                        continue
+                    raise Errors.for_code(code)(f"commit failed for {tp.topic}[{tp.partition}]")
             if not retry:
                 return
             if time.monotonic() + self._backoff >= deadline:
@@ -161,33 +147,10 @@ class OffsetsMixin:
         """OffsetFetch: the committed offset of each partition (None when there is none)."""
         self._check_group()
         tps = list(partitions)
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = m.OffsetFetchRequest(
-            group_id=self.group_id,
-            topics=[
-                m.OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                for t, ps in by_topic.items()
-            ],
-            groups=[
-                m.OffsetFetchRequest.OffsetFetchRequestGroup(
-                    group_id=self.group_id,
-                    member_id=None,
-                    member_epoch=-1,
-                    topics=[
-                        m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
-                            name=t, partition_indexes=ps
-                        )
-                        for t, ps in by_topic.items()
-                    ],
-                )
-            ],
-            require_stable=self._require_stable,
-        )
+        group_id: str = self.group_id  # type: ignore[assignment]  # checked by _check_group
+        request = offset_fetch_request(group_id, tps, self._require_stable)
         deadline = time.monotonic() + self._request_timeout_ms / 1000
         while True:
-            retry = False
             try:
                 resp = await self._send(request)
             except (
@@ -195,33 +158,25 @@ class OffsetsMixin:
                 Errors.KafkaTimeoutError,
                 Errors.NodeNotReadyError,
             ):
-                retry = True
+                pass  # retried below
             else:
-                code, topics = resp.error_code, resp.topics
-                if resp.groups:
-                    code, topics = resp.groups[0].error_code, resp.groups[0].topics
-                if code and (self._coordinator_error(code) or code in _RETRY_CODES):
-                    retry = True
-                elif code:
-                    raise Errors.for_code(code)(f"OffsetFetch failed for group {self.group_id!r}")
+                parsed = parse_offset_fetch(resp, group_id)[group_id]
+                if isinstance(parsed, ItemError):
+                    code = parsed.code
+                    if not (
+                        self._coordinator_error(code) or code in _RETRY_CODES or parsed.retriable
+                    ):
+                        raise parsed.exception(f"OffsetFetch failed for group {group_id!r}")
                 else:
-                    out: dict[TopicPartition, OffsetAndMetadata | None] = {tp: None for tp in tps}
-                    for t in topics:
-                        for p in t.partitions:
-                            tp = TopicPartition(t.name, p.partition_index)
-                            if p.error_code:
-                                if p.error_code in _RETRY_CODES:
-                                    retry = True
-                                    break
-                                if p.error_code != Errors.UnknownTopicOrPartitionError.errno:
-                                    raise Errors.for_code(p.error_code)(
-                                        f"OffsetFetch failed for {tp}"
-                                    )
-                                continue
-                            if p.committed_offset >= 0:
-                                out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "")
-                    if not retry:
-                        return out
+                    out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
+                    for tp, om in parsed.items():
+                        if isinstance(om, ItemError):
+                            if om.code != Errors.UnknownTopicOrPartitionError.errno:
+                                raise om.exception(f"OffsetFetch failed for {tp}")
+                            continue
+                        if om.offset >= 0:
+                            out[tp] = om
+                    return out
             if time.monotonic() + self._backoff >= deadline:
                 raise Errors.KafkaTimeoutError("fetching committed offsets timed out")
             await asyncio.sleep(self._backoff)

@@ -56,6 +56,10 @@ APIS = [
     "DescribeProducers",
     "DescribeTransactions",
     "ListTransactions",
+    "DescribeAcls",
+    "CreateAcls",
+    "DeleteAcls",
+    "DescribeLogDirs",
 ]
 #: Standalone data structures (no API key), e.g. the consumer protocol's member metadata.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]

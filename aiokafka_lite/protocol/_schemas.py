@@ -899,6 +899,111 @@ APIS = [
             ])),
         ]),
     ),
+    ApiSpec(29, 'DescribeAcls', '0-3', '2+', unstable_latest=False,
+        request=S("DescribeAclsRequest", [
+            F('resource_type_filter', 'int8', '0+'),
+            F('resource_name_filter', 'string', '0+', nullable='0+'),
+            F('pattern_type_filter', 'int8', '1+', default='3'),
+            F('principal_filter', 'string', '0+', nullable='0+'),
+            F('host_filter', 'string', '0+', nullable='0+'),
+            F('operation', 'int8', '0+'),
+            F('permission_type', 'int8', '0+'),
+        ]),
+        response=S("DescribeAclsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+'),
+            F('resources', '[]DescribeAclsResource', '0+', struct=S("DescribeAclsResource", [
+                F('resource_type', 'int8', '0+'),
+                F('resource_name', 'string', '0+'),
+                F('pattern_type', 'int8', '1+', default='3'),
+                F('acls', '[]AclDescription', '0+', struct=S("AclDescription", [
+                    F('principal', 'string', '0+'),
+                    F('host', 'string', '0+'),
+                    F('operation', 'int8', '0+'),
+                    F('permission_type', 'int8', '0+'),
+                ])),
+            ])),
+        ]),
+    ),
+    ApiSpec(30, 'CreateAcls', '0-3', '2+', unstable_latest=False,
+        request=S("CreateAclsRequest", [
+            F('creations', '[]AclCreation', '0+', struct=S("AclCreation", [
+                F('resource_type', 'int8', '0+'),
+                F('resource_name', 'string', '0+'),
+                F('resource_pattern_type', 'int8', '1+', default='3'),
+                F('principal', 'string', '0+'),
+                F('host', 'string', '0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            ])),
+        ]),
+        response=S("CreateAclsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('results', '[]AclCreationResult', '0+', struct=S("AclCreationResult", [
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+            ])),
+        ]),
+    ),
+    ApiSpec(31, 'DeleteAcls', '0-3', '2+', unstable_latest=False,
+        request=S("DeleteAclsRequest", [
+            F('filters', '[]DeleteAclsFilter', '0+', struct=S("DeleteAclsFilter", [
+                F('resource_type_filter', 'int8', '0+'),
+                F('resource_name_filter', 'string', '0+', nullable='0+'),
+                F('pattern_type_filter', 'int8', '1+', default='3'),
+                F('principal_filter', 'string', '0+', nullable='0+'),
+                F('host_filter', 'string', '0+', nullable='0+'),
+                F('operation', 'int8', '0+'),
+                F('permission_type', 'int8', '0+'),
+            ])),
+        ]),
+        response=S("DeleteAclsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('filter_results', '[]DeleteAclsFilterResult', '0+', struct=S("DeleteAclsFilterResult", [
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+'),
+                F('matching_acls', '[]DeleteAclsMatchingAcl', '0+', struct=S("DeleteAclsMatchingAcl", [
+                    F('error_code', 'int16', '0+'),
+                    F('error_message', 'string', '0+', nullable='0+'),
+                    F('resource_type', 'int8', '0+'),
+                    F('resource_name', 'string', '0+'),
+                    F('pattern_type', 'int8', '1+', default='3'),
+                    F('principal', 'string', '0+'),
+                    F('host', 'string', '0+'),
+                    F('operation', 'int8', '0+'),
+                    F('permission_type', 'int8', '0+'),
+                ])),
+            ])),
+        ]),
+    ),
+    ApiSpec(35, 'DescribeLogDirs', '0-4', '2+', unstable_latest=False,
+        request=S("DescribeLogDirsRequest", [
+            F('topics', '[]DescribableLogDirTopic', '0+', nullable='0+', struct=S("DescribableLogDirTopic", [
+                F('topic', 'string', '0+'),
+                F('partitions', '[]int32', '0+'),
+            ])),
+        ]),
+        response=S("DescribeLogDirsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '3+'),
+            F('results', '[]DescribeLogDirsResult', '0+', struct=S("DescribeLogDirsResult", [
+                F('error_code', 'int16', '0+'),
+                F('log_dir', 'string', '0+'),
+                F('topics', '[]DescribeLogDirsTopic', '0+', struct=S("DescribeLogDirsTopic", [
+                    F('name', 'string', '0+'),
+                    F('partitions', '[]DescribeLogDirsPartition', '0+', struct=S("DescribeLogDirsPartition", [
+                        F('partition_index', 'int32', '0+'),
+                        F('partition_size', 'int64', '0+'),
+                        F('offset_lag', 'int64', '0+'),
+                        F('is_future_key', 'bool', '0+'),
+                    ])),
+                ])),
+                F('total_bytes', 'int64', '4+', default='-1'),
+                F('usable_bytes', 'int64', '4+', default='-1'),
+            ])),
+        ]),
+    ),
 ]
 
 DATA = [

@@ -19,14 +19,12 @@ import asyncio
 import inspect
 import re
 import ssl
-import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient
-from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.spark._options import EARLIEST, LATEST, KafkaOptions
 from aiokafka_lite.structs import TopicPartition
 
@@ -146,95 +144,17 @@ class PlanningClient:
 
     # ------------------------------------------------------------------- offsets
 
-    async def _leaders(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        deadline = time.monotonic() + _PLAN_TIMEOUT_S
-        tps = list(tps)
-        self.client.add_topics({tp.topic for tp in tps})
-        while True:
-            by_node: dict[int, list[TopicPartition]] = {}
-            missing = []
-            for tp in tps:
-                leader = self.client.cluster.leader_for_partition(tp)
-                if leader is None or leader < 0:
-                    missing.append(tp)
-                else:
-                    by_node.setdefault(leader, []).append(tp)
-            if not missing:
-                return by_node
-            if time.monotonic() > deadline:
-                raise Errors.KafkaTimeoutError(
-                    f"no leader known for {missing[:5]} after {_PLAN_TIMEOUT_S:g} s"
-                )
-            await self.client.force_metadata_update()
-            await asyncio.sleep(self.client.retry_backoff_ms / 1000)
-
-    async def _retrying(
-        self, tps: list[TopicPartition], one_node: Any
-    ) -> dict[TopicPartition, Any]:
-        """Run ``one_node(node, tps) -> ({tp: value}, [tps to retry])`` per leader until done."""
-        deadline = time.monotonic() + _PLAN_TIMEOUT_S
-        result: dict[TopicPartition, Any] = {}
-        todo = list(tps)
-        while todo:
-            by_node = await self._leaders(todo)
-            answers = await asyncio.gather(
-                *(one_node(node, part) for node, part in by_node.items())
-            )
-            todo = []
-            for done, retry in answers:
-                result.update(done)
-                todo.extend(retry)
-            if todo:
-                if time.monotonic() > deadline:
-                    raise Errors.KafkaTimeoutError(
-                        f"offsets of {todo[:5]} not available after {_PLAN_TIMEOUT_S:g} s"
-                    )
-                await self.client.force_metadata_update()
-                await asyncio.sleep(self.client.retry_backoff_ms / 1000)
-        return result
-
     async def list_offsets(
         self, tps: list[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
         """ListOffsets for ``timestamp`` (-2 earliest, -1 latest, else ms): -1 where none."""
-
-        async def one_node(
-            node: int, part: list[TopicPartition]
-        ) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
-            topics: dict[str, list[Any]] = {}
-            for tp in part:
-                topics.setdefault(tp.topic, []).append(
-                    m.ListOffsetsRequest.ListOffsetsPartition(
-                        partition_index=tp.partition, timestamp=timestamp
-                    )
-                )
-            req = m.ListOffsetsRequest(
-                replica_id=-1,
-                isolation_level=self.isolation,
-                topics=[
-                    m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps)
-                    for t, ps in topics.items()
-                ],
-            )
-            resp = await self.client.send(node, req)
-            done: dict[TopicPartition, int] = {}
-            retry: list[TopicPartition] = []
-            for t in resp.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.error_code == 0:
-                        offset = p.offset
-                        if offset == -1 and p.old_style_offsets:
-                            offset = p.old_style_offsets[0]
-                        done[tp] = offset
-                    elif Errors.for_code(p.error_code).retriable:
-                        retry.append(tp)
-                    else:
-                        Errors.raise_for_code(p.error_code, f"ListOffsets {tp}")
-            retry.extend(tp for tp in part if tp not in done and tp not in retry)
-            return done, retry
-
-        return await self._retrying(tps, one_node)
+        found = await offset_ops.list_offsets(
+            self.client,
+            dict.fromkeys(tps, timestamp),
+            isolation_level=self.isolation,
+            timeout_ms=_PLAN_TIMEOUT_S * 1000,
+        )
+        return {tp: v.offset for tp, v in found.items()}
 
     async def high_watermarks(
         self, tps: list[TopicPartition], fetch_at: dict[TopicPartition, int]
@@ -244,55 +164,12 @@ class PlanningClient:
         ``fetch_at`` gives an offset at or below the end, as close to it as known (the
         response carries the records from there on).
         """
-
-        async def one_node(
-            node: int, part: list[TopicPartition]
-        ) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
-            topics: dict[str, list[Any]] = {}
-            for tp in part:
-                topics.setdefault(tp.topic, []).append(
-                    m.FetchRequest.FetchPartition(
-                        partition=tp.partition,
-                        fetch_offset=max(0, fetch_at.get(tp, 0)),
-                        partition_max_bytes=1,
-                    )
-                )
-            req = m.FetchRequest(
-                replica_id=-1,
-                max_wait_ms=1,  # Tansu answers max_wait_ms=0 with no partitions at all
-                min_bytes=0,
-                max_bytes=1,
-                isolation_level=self.isolation,
-                session_id=0,
-                session_epoch=-1,
-                topics=[
-                    m.FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()
-                ],
-            )
-            resp = await self.client.send(node, req)
-            if resp.error_code:
-                Errors.raise_for_code(resp.error_code, "Fetch (high watermark)")
-            done: dict[TopicPartition, int] = {}
-            retry: list[TopicPartition] = []
-            for t in resp.responses:
-                for p in t.partitions:
-                    tp = TopicPartition(t.topic, p.partition_index)
-                    if p.error_code == 0 or (p.error_code == 1 and p.high_watermark >= 0):
-                        # OFFSET_OUT_OF_RANGE still carries the watermark on Kafka and noida.
-                        end = (
-                            p.last_stable_offset
-                            if self.isolation and p.last_stable_offset >= 0
-                            else p.high_watermark
-                        )
-                        done[tp] = end
-                    elif Errors.for_code(p.error_code).retriable:
-                        retry.append(tp)
-                    else:
-                        Errors.raise_for_code(p.error_code, f"Fetch {tp}")
-            retry.extend(tp for tp in part if tp not in done and tp not in retry)
-            return done, retry
-
-        return await self._retrying(tps, one_node)
+        return await offset_ops.high_watermarks(
+            self.client,
+            {tp: fetch_at.get(tp, 0) for tp in tps},
+            isolation_level=self.isolation,
+            timeout_ms=_PLAN_TIMEOUT_S * 1000,
+        )
 
     async def bounds(self, tps: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """``{tp: (log start, exact end)}``."""

@@ -1,0 +1,49 @@
+"""``ConfigResource`` / ``ConfigResourceType`` (aiokafka's names and path)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from .. import errors as Errors
+
+__all__ = ["ConfigResource", "ConfigResourceType"]
+
+
+class ConfigResourceType(IntEnum):
+    """Kinds of config resources (the protocol's numbers)."""
+
+    BROKER = 4
+    TOPIC = 2
+
+
+class ConfigResource:
+    """A resource whose configs to describe or alter.
+
+    ``configs``: for describe, the names to return (None: all); for alter, name -> value; for
+    incremental alter, name -> value (set), None (delete) or ``(AlterOp, value)``.
+    ``resource_type`` may also be given by name (``"topic"``, ``"BROKER"``).
+    """
+
+    def __init__(
+        self,
+        resource_type: ConfigResourceType | str | int,
+        name: str,
+        configs: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(resource_type, ConfigResourceType):
+            try:
+                if isinstance(resource_type, int):
+                    resource_type = ConfigResourceType(resource_type)
+                else:
+                    resource_type = ConfigResourceType[str(resource_type).upper()]
+            except (KeyError, ValueError):
+                raise Errors.IllegalArgumentError(
+                    f"unknown config resource type {resource_type!r}"
+                ) from None
+        self.resource_type = resource_type
+        self.name = name
+        self.configs = configs
+
+    def __repr__(self) -> str:
+        return f"ConfigResource({self.resource_type.name}, {self.name!r}, configs={self.configs!r})"

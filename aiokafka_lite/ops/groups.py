@@ -1,0 +1,308 @@
+"""Groups: FindCoordinator, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import decode_data
+from ..protocol import messages as m
+from ..structs import TopicPartition
+from ._exec import ItemError, at_coordinator, by_coordinator, to_node
+
+if TYPE_CHECKING:
+    from ..client import KafkaClient
+
+__all__ = [
+    "Coordinator",
+    "offset_delete_request",
+    "GroupDescription",
+    "GroupMember",
+    "ListedGroup",
+    "delete_groups",
+    "delete_groups_request",
+    "delete_offsets",
+    "describe_groups",
+    "describe_groups_request",
+    "find_coordinator_request",
+    "list_groups",
+    "list_groups_request",
+    "parse_delete_groups",
+    "parse_describe_groups",
+    "parse_find_coordinator",
+    "parse_list_groups",
+]
+
+
+# -------------------------------------------------------------------------- FindCoordinator
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    """A FindCoordinator answer for one key (``error`` set when it failed)."""
+
+    node_id: int
+    host: str
+    port: int
+    error: ItemError | None = None
+
+
+def find_coordinator_request(key: str, key_type: int = 0) -> Any:
+    """FindCoordinator for a group (``key_type`` 0) or transactional id (1)."""
+    # Both shapes are filled; the codec writes the one the negotiated version has.
+    return m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
+
+
+def parse_find_coordinator(resp: Any, key: str) -> Coordinator:
+    """The coordinator of ``key`` from a v0-v3 or batched v4+ answer."""
+    if resp.coordinators:
+        c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
+        code, msg, nid, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
+    else:
+        code, msg = resp.error_code, resp.error_message
+        nid, host, port = resp.node_id, resp.host, resp.port
+    return Coordinator(int(nid), host, int(port), ItemError(code, msg) if code else None)
+
+
+# ---------------------------------------------------------------------------- DescribeGroups
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """A member of a described group; ``assignment`` is decoded for consumer groups."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+    assignment: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A DescribeGroups answer for one group."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...] = ()
+    authorized_operations: int = -2147483648
+    error: ItemError | None = None
+
+
+def describe_groups_request(
+    groups: Sequence[str], include_authorized_operations: bool = False
+) -> Any:
+    """DescribeGroups of ``groups`` (all at one coordinator)."""
+    return m.DescribeGroupsRequest(
+        groups=list(groups), include_authorized_operations=include_authorized_operations
+    )
+
+
+def _assignment(protocol_type: str, data: bytes | None) -> tuple[TopicPartition, ...]:
+    if protocol_type != "consumer" or not data:
+        return ()
+    try:
+        assignment, _version = decode_data(m.ConsumerProtocolAssignment, bytes(data))
+    except Exception:  # a member of another client family may write anything here
+        return ()
+    return tuple(
+        TopicPartition(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions
+    )
+
+
+def parse_describe_groups(resp: Any) -> dict[str, GroupDescription | ItemError]:
+    """``{group_id: GroupDescription}``; coordinator errors come back as ItemError (retried),
+    other group errors inside the description (aiokafka returns those too)."""
+    out: dict[str, GroupDescription | ItemError] = {}
+    for g in resp.groups:
+        err = ItemError(g.error_code, getattr(g, "error_message", None)) if g.error_code else None
+        if err is not None and err.retriable:
+            out[g.group_id] = err
+            continue
+        members = tuple(
+            GroupMember(
+                member_id=mb.member_id,
+                group_instance_id=mb.group_instance_id,
+                client_id=mb.client_id,
+                client_host=mb.client_host,
+                member_metadata=bytes(mb.member_metadata or b""),
+                member_assignment=bytes(mb.member_assignment or b""),
+                assignment=_assignment(g.protocol_type, mb.member_assignment),
+            )
+            for mb in g.members
+        )
+        out[g.group_id] = GroupDescription(
+            group_id=g.group_id,
+            state=g.group_state,
+            protocol_type=g.protocol_type,
+            protocol=g.protocol_data,
+            members=members,
+            authorized_operations=g.authorized_operations,
+            error=err,
+        )
+    return out
+
+
+async def describe_groups(
+    client: KafkaClient,
+    group_ids: Iterable[str],
+    *,
+    include_authorized_operations: bool = False,
+    coordinator: int | None = None,
+    timeout_ms: float | None = None,
+) -> dict[str, GroupDescription | ItemError]:
+    """DescribeGroups at each group's coordinator."""
+    return await by_coordinator(
+        client,
+        group_ids,
+        lambda groups: describe_groups_request(groups, include_authorized_operations),
+        parse_describe_groups,
+        timeout_ms=timeout_ms,
+        what="DescribeGroups",
+        coordinator=coordinator,
+    )
+
+
+# -------------------------------------------------------------------------------- ListGroups
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """One group of a ListGroups answer, with the broker (its coordinator) that listed it."""
+
+    group_id: str
+    protocol_type: str
+    state: str = ""
+    group_type: str = ""
+    coordinator: int = -1
+
+
+def list_groups_request(states: Iterable[str] = ()) -> Any:
+    """ListGroups (optionally only groups in ``states``, v4+)."""
+    return m.ListGroupsRequest(states_filter=list(states))
+
+
+def parse_list_groups(resp: Any, node_id: int) -> list[ListedGroup] | ItemError:
+    """The groups ``node_id`` coordinates, or its error."""
+    if resp.error_code:
+        return ItemError(resp.error_code)
+    return [
+        ListedGroup(g.group_id, g.protocol_type, g.group_state or "", g.group_type or "", node_id)
+        for g in resp.groups
+    ]
+
+
+async def list_groups(
+    client: KafkaClient,
+    broker_ids: Iterable[int] | None = None,
+    *,
+    timeout_ms: float | None = None,
+) -> list[ListedGroup]:
+    """ListGroups of every broker (each lists the groups it coordinates), sorted by group id.
+
+    A broker's error (e.g. COORDINATOR_LOAD_IN_PROGRESS) is raised, as aiokafka does.
+    """
+    if broker_ids is None:
+        if not client.cluster.brokers():
+            await client.force_metadata_update()
+        broker_ids = sorted(int(b.nodeId) for b in client.cluster.brokers())
+    nodes = list(broker_ids)
+    answers = await asyncio.gather(
+        *(
+            to_node(
+                client, list_groups_request(), node_id=n, timeout_ms=timeout_ms, what="ListGroups"
+            )
+            for n in nodes
+        )
+    )
+    out: dict[str, ListedGroup] = {}
+    for node, resp in zip(nodes, answers):
+        parsed = parse_list_groups(resp, node)
+        if isinstance(parsed, ItemError):
+            raise parsed.exception(f"ListGroups on broker {node}")
+        for g in parsed:
+            out[g.group_id] = g
+    return [out[k] for k in sorted(out)]
+
+
+# ------------------------------------------------------------------------------ DeleteGroups
+
+
+def delete_groups_request(groups: Sequence[str]) -> Any:
+    """DeleteGroups of ``groups`` (all at one coordinator)."""
+    return m.DeleteGroupsRequest(groups_names=list(groups))
+
+
+def parse_delete_groups(resp: Any) -> dict[str, int | ItemError]:
+    """``{group_id: 0 | ItemError}``."""
+    return {r.group_id: (ItemError(r.error_code) if r.error_code else 0) for r in resp.results}
+
+
+async def delete_groups(
+    client: KafkaClient, group_ids: Iterable[str], *, timeout_ms: float | None = None
+) -> dict[str, ItemError | None]:
+    """DeleteGroups at each coordinator: ``{group_id: None (deleted) | ItemError}``."""
+    res = await by_coordinator(
+        client,
+        group_ids,
+        delete_groups_request,
+        parse_delete_groups,
+        timeout_ms=timeout_ms,
+        what="DeleteGroups",
+    )
+    return {g: (v if isinstance(v, ItemError) else None) for g, v in res.items()}
+
+
+# ------------------------------------------------------------------------------ OffsetDelete
+
+
+def offset_delete_request(group_id: str, partitions: Iterable[TopicPartition]) -> Any:
+    """OffsetDelete of ``partitions``' committed offsets in ``group_id``."""
+    by_topic: dict[str, list[Any]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(
+            m.OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=tp.partition)
+        )
+    return m.OffsetDeleteRequest(
+        group_id=group_id,
+        topics=[
+            m.OffsetDeleteRequest.OffsetDeleteRequestTopic(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )
+
+
+async def delete_offsets(
+    client: KafkaClient,
+    group_id: str,
+    partitions: Iterable[TopicPartition],
+    *,
+    timeout_ms: float | None = None,
+) -> dict[TopicPartition, int]:
+    """OffsetDelete: ``{tp: error_code}`` (e.g. GROUP_SUBSCRIBED_TO_TOPIC per partition); a
+    group-level error (e.g. NON_EMPTY_GROUP) is raised."""
+    tps = list(partitions)
+
+    def parse(resp: Any) -> dict[TopicPartition, int] | ItemError:
+        if resp.error_code:
+            return ItemError(resp.error_code)
+        return {
+            TopicPartition(t.name, p.partition_index): p.error_code
+            for t in resp.topics
+            for p in t.partitions
+        }
+
+    return await at_coordinator(
+        client,
+        group_id,
+        lambda: offset_delete_request(group_id, tps),
+        parse,
+        timeout_ms=timeout_ms,
+        what="OffsetDelete",
+    )

@@ -1,0 +1,92 @@
+"""Group membership: JoinGroup, SyncGroup, Heartbeat, LeaveGroup request builders.
+
+Only the consumer's group coordinator sends these, on its own coordinator connection, and its
+retry policy is part of the membership state machine (rejoin, member id reset, fencing), so
+unlike the other families there is no executor coroutine here: the builders keep the request
+shapes in this layer and the coordinator reads the responses' named fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..protocol import messages as m
+
+__all__ = [
+    "heartbeat_request",
+    "join_group_request",
+    "leave_group_request",
+    "sync_group_request",
+]
+
+
+def join_group_request(
+    group_id: str,
+    *,
+    member_id: str,
+    group_instance_id: str | None,
+    session_timeout_ms: int,
+    rebalance_timeout_ms: int,
+    protocols: Iterable[tuple[str, bytes]],
+    protocol_type: str = "consumer",
+) -> Any:
+    """JoinGroup offering ``protocols`` (assignor name, encoded subscription) in order."""
+    return m.JoinGroupRequest(
+        group_id=group_id,
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        protocol_type=protocol_type,
+        protocols=[
+            m.JoinGroupRequest.JoinGroupRequestProtocol(name=name, metadata=metadata)
+            for name, metadata in protocols
+        ],
+    )
+
+
+def sync_group_request(
+    group_id: str,
+    *,
+    generation: int,
+    member_id: str,
+    group_instance_id: str | None,
+    protocol_name: str | None,
+    assignments: Mapping[str, bytes],
+    protocol_type: str = "consumer",
+) -> Any:
+    """SyncGroup; the leader passes ``{member_id: encoded assignment}``, followers ``{}``."""
+    return m.SyncGroupRequest(
+        group_id=group_id,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        assignments=[
+            m.SyncGroupRequest.SyncGroupRequestAssignment(member_id=mid, assignment=data)
+            for mid, data in assignments.items()
+        ],
+    )
+
+
+def heartbeat_request(
+    group_id: str, *, generation: int, member_id: str, group_instance_id: str | None
+) -> Any:
+    """Heartbeat of one member."""
+    return m.HeartbeatRequest(
+        group_id=group_id,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+    )
+
+
+def leave_group_request(group_id: str, member_id: str, reason: str) -> Any:
+    """LeaveGroup of one (dynamic) member, both the v0-2 and the batched v3+ shape."""
+    return m.LeaveGroupRequest(
+        group_id=group_id,
+        member_id=member_id,
+        members=[m.LeaveGroupRequest.MemberIdentity(member_id=member_id, reason=reason)],
+    )
