@@ -7,6 +7,12 @@ sleep until woken (a batch sealed/opened, a response arrived) or the next linger
 
 Each request runs in its own task; its response resolves batch futures, or puts batches back for
 a retry (retriable errors, until the delivery timeout) after a metadata refresh.
+
+Batches only go to a leader whose connection is already open (the Java client's ``ready()``):
+otherwise a connect starts in the background and wakes the loop when it is done. Requests are
+thus written in the order they were drained; had several requests waited for the same connect,
+they could resume in any order, and an idempotent producer's sequences would reach the broker
+out of order (which it may accept: the log would then be reordered).
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class Sender:
         self._node_in_flight: dict[int, int] = {}
         self._tp_in_flight: dict[TopicPartition, int] = {}
         self._requests: set[asyncio.Task[None]] = set()
+        #: node -> background connect started because a batch is ready for that node
+        self._connects: dict[int, asyncio.Task[None]] = {}
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False
         self._closing = False
@@ -150,7 +158,7 @@ class Sender:
                 await asyncio.wait_for(task, 5)
             except BaseException:
                 pass
-        for t in list(self._requests):
+        for t in [*self._requests, *self._connects.values()]:
             t.cancel()
         if self._requests:
             await asyncio.wait(list(self._requests), timeout=5)
@@ -241,6 +249,7 @@ class Sender:
             leader is None
             or leader < 0
             or self._node_in_flight.get(leader, 0) >= self.max_in_flight
+            or not self.client.is_connected(leader)
         ):
             self.wakeup()
             return False
@@ -333,6 +342,9 @@ class Sender:
                 continue
             if self._node_in_flight.get(leader, 0) >= max_if:
                 continue
+            if not self.client.is_connected(leader):
+                self._connect(leader)
+                continue
             try:
                 if idempotent and batch.sequence < 0:
                     self._stamp(batch, tp)
@@ -375,6 +387,21 @@ class Sender:
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
         return next_retry
+
+    def _connect(self, node: int) -> None:
+        """Connect to ``node`` in the background (once at a time); wake the loop when done."""
+        if node in self._connects or self._force_close:
+            return
+        task = asyncio.get_running_loop().create_task(self._connect_task(node))
+        self._connects[node] = task
+
+    async def _connect_task(self, node: int) -> None:
+        try:
+            if not await self.client.ready(node):
+                self.client.request_update()  # the leader may have moved or died
+        finally:
+            self._connects.pop(node, None)
+            self.wakeup()
 
     # ---- one request ---------------------------------------------------------------------
 
@@ -440,6 +467,10 @@ class Sender:
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
         )
         try:
+            if not self.client.is_connected(node):
+                # dropped since the drain: fail over to a retry (in sequence order) instead of
+                # reconnecting here, where requests could pass each other (see module doc)
+                raise Errors.KafkaConnectionError(f"connection to node {node} closed")
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
                 for b in batches:
