@@ -39,6 +39,7 @@ _PartData = m.ProduceRequest.TopicProduceData.PartitionProduceData
 _DUPLICATE_SEQUENCE = 46
 _OUT_OF_ORDER = 45
 _UNKNOWN_PRODUCER = 59
+_EPOCH_REFUSED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 _IDLE_WAKE = 0.5  # seconds: housekeeping (delivery timeouts) even with nothing to do
 
 
@@ -552,6 +553,16 @@ class Sender:
                 refresh = True
             if self.idempotent and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
                 self._on_sequence_error(b, exc, now)
+                continue
+            txn = self.txn
+            if code in _EPOCH_REFUSED and txn is not None and not txn.transactional:
+                # a broker that refuses a locally bumped epoch (Tansu): go on under a new id
+                txn.new_id_needed = True
+                self._bump_needed = True
+                if now + self.retry_backoff < b.deadline and not self._force_close:
+                    self.acc.requeue(b, now + self.retry_backoff)
+                else:
+                    self.acc.fail(b, exc)
                 continue
             self._retry_or_fail(b, exc, now)
         if refresh:
