@@ -7,6 +7,12 @@ sleep until woken (a batch sealed/opened, a response arrived) or the next linger
 
 Each request runs in its own task; its response resolves batch futures, or puts batches back for
 a retry (retriable errors, until the delivery timeout) after a metadata refresh.
+
+Batches only go to a leader whose connection is already open (the Java client's ``ready()``):
+otherwise a connect starts in the background and wakes the loop when it is done. Requests are
+thus written in the order they were drained; had several requests waited for the same connect,
+they could resume in any order, and an idempotent producer's sequences would reach the broker
+out of order (which it may accept: the log would then be reordered).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ _PartData = m.ProduceRequest.TopicProduceData.PartitionProduceData
 _DUPLICATE_SEQUENCE = 46
 _OUT_OF_ORDER = 45
 _UNKNOWN_PRODUCER = 59
+_EPOCH_REFUSED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 _IDLE_WAKE = 0.5  # seconds: housekeeping (delivery timeouts) even with nothing to do
 
 
@@ -63,6 +70,8 @@ class Sender:
         self._node_in_flight: dict[int, int] = {}
         self._tp_in_flight: dict[TopicPartition, int] = {}
         self._requests: set[asyncio.Task[None]] = set()
+        #: node -> background connect started because a batch is ready for that node
+        self._connects: dict[int, asyncio.Task[None]] = {}
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False
         self._closing = False
@@ -145,14 +154,14 @@ class Sender:
             except (asyncio.TimeoutError, Exception):
                 pass
             self._force_close = True
-            tasks = [t for t in (task, *self._requests) if not t.done()]
+            tasks = [t for t in (task, *self._requests, *self._connects.values()) if not t.done()]
             for t in tasks:
                 t.cancel()
             if tasks:  # never raises the tasks' errors; our own cancellation propagates
                 await asyncio.wait(tasks, timeout=5)
         finally:  # also when close() itself is cancelled: stop at once, fail what is left
             self._force_close = True
-            for t in (task, *self._requests):
+            for t in (task, *self._requests, *self._connects.values()):
                 t.cancel()
             err = Errors.ProducerClosed("producer stopped before the record was delivered")
             self.acc.abort_undrained(err)
@@ -241,6 +250,7 @@ class Sender:
             leader is None
             or leader < 0
             or self._node_in_flight.get(leader, 0) >= self.max_in_flight
+            or not self.client.is_connected(leader)
         ):
             self.wakeup()
             return False
@@ -333,6 +343,9 @@ class Sender:
                 continue
             if self._node_in_flight.get(leader, 0) >= max_if:
                 continue
+            if not self.client.is_connected(leader):
+                self._connect(leader)
+                continue
             try:
                 if idempotent and batch.sequence < 0:
                     self._stamp(batch, tp)
@@ -375,6 +388,21 @@ class Sender:
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
         return next_retry
+
+    def _connect(self, node: int) -> None:
+        """Connect to ``node`` in the background (once at a time); wake the loop when done."""
+        if node in self._connects or self._force_close:
+            return
+        task = asyncio.get_running_loop().create_task(self._connect_task(node))
+        self._connects[node] = task
+
+    async def _connect_task(self, node: int) -> None:
+        try:
+            if not await self.client.ready(node):
+                self.client.request_update()  # the leader may have moved or died
+        finally:
+            self._connects.pop(node, None)
+            self.wakeup()
 
     # ---- one request ---------------------------------------------------------------------
 
@@ -440,6 +468,10 @@ class Sender:
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
         )
         try:
+            if not self.client.is_connected(node):
+                # dropped since the drain: fail over to a retry (in sequence order) instead of
+                # reconnecting here, where requests could pass each other (see module doc)
+                raise Errors.KafkaConnectionError(f"connection to node {node} closed")
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
                 for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
@@ -523,6 +555,16 @@ class Sender:
                 refresh = True
             if self.idempotent and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
                 self._on_sequence_error(b, exc, now)
+                continue
+            txn = self.txn
+            if code in _EPOCH_REFUSED and txn is not None and not txn.transactional:
+                # a broker that refuses a locally bumped epoch (Tansu): go on under a new id
+                txn.new_id_needed = True
+                self._bump_needed = True
+                if now + self.retry_backoff < b.deadline and not self._force_close:
+                    self.acc.requeue(b, now + self.retry_backoff)
+                else:
+                    self.acc.fail(b, exc)
                 continue
             self._retry_or_fail(b, exc, now)
         if refresh:

@@ -35,7 +35,8 @@ _FATAL = (
     Errors.UnsupportedVersionError,
     Errors.ClusterAuthorizationFailedError,
 )
-_COORDINATOR_MOVED = (15, 16)  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_COORDINATOR_MOVED = (15, 16)
+_MAX_EPOCH = 32767  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
 class TxnState(enum.Enum):
@@ -74,6 +75,7 @@ class TransactionManager:
         self.offsets_added = False
         self.coordinator: int | None = None
         self.needs_bump = False  # a batch holding sequence numbers failed: epoch must change
+        self.new_id_needed = False  # the broker refused a locally bumped epoch
         self._init_lock = asyncio.Lock()
 
     # ---- identity and sequences ----------------------------------------------------------
@@ -135,10 +137,28 @@ class TransactionManager:
     async def bump_epoch(self) -> None:
         """Next epoch, sequences from 0 (KIP-360): after a batch with a sequence number failed.
 
-        Brokers that refuse the bump for an idempotent producer (Tansu answers -1) get a plain
-        InitProducerId instead: a new producer id serves the same purpose.
+        An idempotent producer bumps its epoch itself, as the Java client does (the broker would
+        answer InitProducerId without a transactional id with a NEW producer id): the broker
+        then fences requests of the old epoch still on their way (e.g. queued behind a request
+        that timed out on a connection the client closed), where under a new producer id they
+        would be appended after newer records. At the last epoch a new producer id is fetched.
+        A transactional producer asks its coordinator for the bump. Brokers that refuse the
+        bump (Tansu answers -1) get a plain InitProducerId instead.
         """
         self.needs_bump = False
+        new_id, self.new_id_needed = self.new_id_needed, False
+        if (
+            not self.transactional
+            and not new_id
+            and self.has_pid
+            and self.producer_epoch < _MAX_EPOCH
+        ):
+            self.producer_epoch += 1
+            self.sequences.clear()
+            log.debug("producer id %d bumped to epoch %d", self.producer_id, self.producer_epoch)
+            return
+        if not self.transactional:
+            self.producer_id = self.producer_epoch = -1
         try:
             await self.init_producer_id(bump=True)
         except Errors.KafkaError as exc:
