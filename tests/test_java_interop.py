@@ -71,7 +71,9 @@ def bootstrap(broker: Any) -> str:
     return str(broker.bootstrap)
 
 
-def new_topic(bootstrap: str, partitions: int = PARTITIONS, kafka_version: str | None = None) -> str:
+def new_topic(
+    bootstrap: str, partitions: int = PARTITIONS, kafka_version: str | None = None
+) -> str:
     name = f"java-interop-{uuid.uuid4().hex[:10]}"
     assert create_topic(bootstrap, name, partitions, kafka_version=kafka_version)
     return name
@@ -290,9 +292,7 @@ async def write_lite(bootstrap: str, topic: str, specs: Sequence[Spec]) -> list[
     return written
 
 
-def java_read(
-    target: Target, topic: str, isolation: str
-) -> dict[tuple[int, int], tuple[Any, ...]]:
+def java_read(target: Target, topic: str, isolation: str) -> dict[tuple[int, int], tuple[Any, ...]]:
     """Everything the Java consumer reads from the start to the end, by (partition, offset)."""
     records = consume(
         target.bootstrap,
@@ -407,3 +407,221 @@ async def test_keyed_records_land_where_the_java_producer_puts_them(bootstrap: s
         lite = [(await asyncio.wait_for(f, 30)).partition for f in futures]
     assert lite == java
     assert len(set(java)) == partitions
+
+
+# --------------------------------------------------------------------------------------------
+# consumer groups with members of both kinds
+
+ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+# Five partitions between two members: what each assignor gives (in some order of the members).
+SPLITS = {
+    "range": {frozenset({0, 1, 2}), frozenset({3, 4})},
+    "roundrobin": {frozenset({0, 2, 4}), frozenset({1, 3})},
+}
+
+
+async def wait_until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout:.0f}s")
+        await asyncio.sleep(0.05)
+
+
+async def write_values(
+    bootstrap: str, topic: str, tag: str, n: int
+) -> dict[tuple[int, int], bytes]:
+    """``n`` keyed records (spread over the partitions); (partition, offset) -> value."""
+    async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        futures = [
+            await producer.send(topic, key=f"{tag}-{i}".encode(), value=f"{tag}-{i}".encode())
+            for i in range(n)
+        ]
+        metadata = [await asyncio.wait_for(f, 30) for f in futures]
+    return {(m.partition, m.offset): f"{tag}-{i}".encode() for i, m in enumerate(metadata)}
+
+
+class LiteMember:
+    """An aiokafka_lite group member that reads in a loop and commits after every batch (as the
+    Java ``GroupMember`` does), until :meth:`stop`."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, assignor: str) -> None:
+        self.consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            partition_assignment_strategy=(ASSIGNORS[assignor],),
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        self.records: list[tuple[int, int, bytes | None]] = []  # (partition, offset, value)
+        self.committed = 0  # how many of self.records are committed
+        self.commit_errors: list[Exception] = []
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    def partitions(self) -> set[int]:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    async def start(self) -> LiteMember:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        from aiokafka_lite.errors import KafkaError
+
+        while not self._stopping:
+            batches = await self.consumer.getmany(timeout_ms=100)
+            read = [(r.partition, r.offset, r.value) for rs in batches.values() for r in rs]
+            self.records += read
+            if read:
+                try:
+                    await self.consumer.commit()
+                except KafkaError as e:  # a rebalance overtook us: they will be read again
+                    self.commit_errors.append(e)
+                    continue
+            self.committed = len(self.records)
+
+    async def stop(self) -> None:
+        """Finish the current round (and its commit), then leave the group."""
+        self._stopping = True
+        try:
+            if self._task is not None:
+                await asyncio.wait_for(self._task, 30)
+        finally:
+            await self.consumer.stop()
+
+
+def java_partitions(member: GroupMember) -> set[int]:
+    return {partition for _, partition in member.assigned()}
+
+
+@pytest.mark.parametrize("leaver", ["java", "lite"])
+@pytest.mark.parametrize("assignor", ["range", "roundrobin"])
+async def test_mixed_group_splits_partitions_and_survives_a_leave(
+    bootstrap: str, assignor: str, leaver: str
+) -> None:
+    """Java and aiokafka_lite members share a group: the first member (the leader, whose
+    assignor computes the split) is the survivor, the other leaves after reading its share."""
+    topic = new_topic(bootstrap, 5)
+    group = f"java-interop-{uuid.uuid4().hex[:8]}"
+    everything = set(range(5))
+    java = GroupMember(bootstrap, topic, group, assignor=assignor)
+    lite = LiteMember(bootstrap, topic, group, assignor)
+
+    def java_wait(condition: Any, what: str) -> Any:
+        return asyncio.to_thread(java.wait_for, lambda _: condition(), 60, what)
+
+    try:
+        if leaver == "java":
+            await lite.start()
+            await wait_until(lambda: lite.partitions() == everything, "lite assignment")
+            java.start()
+        else:
+            java.start()
+            await java_wait(lambda: java_partitions(java) == everything, "java assignment")
+            await lite.start()
+
+        def balanced() -> bool:
+            a, b = java_partitions(java), lite.partitions()
+            return bool(a) and bool(b) and not a & b and a | b == everything
+
+        await wait_until(balanced, "split between the Java and aiokafka_lite members")
+        assert {frozenset(java_partitions(java)), frozenset(lite.partitions())} == SPLITS[assignor]
+
+        before = await write_values(bootstrap, topic, "before", 60)
+
+        def read_before() -> bool:
+            seen = {(r["partition"], r["offset"]) for r in java.records}
+            seen |= {(p, o) for p, o, _ in lite.records}
+            return seen >= set(before) and lite.committed == len(lite.records)
+
+        await wait_until(read_before, "all records read and committed")
+        # each member read its own partitions' records, once
+        java_read = [(r["partition"], r["offset"], r["value"]) for r in java.records]
+        assert sorted(java_read + lite.records) == sorted((p, o, v) for (p, o), v in before.items())
+        assert {p for p, _, _ in java_read} <= java_partitions(java)
+        assert {p for p, _, _ in lite.records} <= lite.partitions()
+
+        # the leaver leaves; the survivor takes everything over from the committed offsets
+        java_seen, lite_seen = len(java.records), len(lite.records)
+        if leaver == "java":
+            await asyncio.to_thread(java.stop)
+            await wait_until(lambda: lite.partitions() == everything, "lite taking over")
+        else:
+            await lite.stop()
+            await java_wait(lambda: java_partitions(java) == everything, "java taking over")
+        after = await write_values(bootstrap, topic, "after", 40)
+        if leaver == "java":
+            await wait_until(lambda: len(lite.records) >= lite_seen + len(after), "records")
+            survivor = lite.records[lite_seen:]
+        else:
+            await java_wait(lambda: len(java.records) >= java_seen + len(after), "records")
+            survivor = [(r["partition"], r["offset"], r["value"]) for r in java.records[java_seen:]]
+        # exactly the new records: nothing read before is read again, nothing is lost
+        assert sorted(survivor) == sorted((p, o, v) for (p, o), v in after.items())
+        assert not lite.commit_errors
+        assert not [e for e in java.events if e["event"] == "commit_failed"]
+    finally:
+        if java.process is not None and java.running:
+            await asyncio.to_thread(java.stop)
+        if lite._task is not None and not lite._stopping:
+            await lite.stop()
+
+
+async def test_committed_offsets_are_shared_between_java_and_lite(bootstrap: str) -> None:
+    """A Java consumer commits part of the topic, an aiokafka_lite member of the same group goes
+    on from there and commits some more, and a Java consumer again reads exactly the rest."""
+    topic = new_topic(bootstrap)
+    group = f"java-interop-{uuid.uuid4().hex[:8]}"
+    written = await write_values(bootstrap, topic, "r", 45)
+
+    java_first = await asyncio.to_thread(
+        consume, bootstrap, topic, group=group, max_records=10, commit=True, timeout_ms=30_000
+    )
+    first = {(r["partition"], r["offset"]) for r in java_first}
+    assert len(first) == 10
+
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        for tp in tps:  # what the Java consumer committed: one past the last record it read
+            read = [o for p, o in first if p == tp.partition]
+            assert await consumer.committed(tp) == (max(read) + 1 if read else None)
+        second: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 60
+        while len(second) < 20:
+            assert time.monotonic() < deadline, f"read only {len(second)} of 20"
+            batches = await consumer.getmany(timeout_ms=200, max_records=20 - len(second))
+            second += [(r.partition, r.offset) for rs in batches.values() for r in rs]
+        await consumer.commit(
+            {
+                tp: max(o for p, o in second if p == tp.partition) + 1
+                for tp in tps
+                if any(p == tp.partition for p, _ in second)
+            }
+        )
+    finally:
+        await consumer.stop()
+    assert not first & set(second)
+    # where the Java consumer had committed, the aiokafka_lite member went on from there
+    for p in {p for p, _ in first}:
+        on_p = [o for q, o in second if q == p]
+        if on_p:
+            assert min(on_p) == max(o for q, o in first if q == p) + 1
+
+    java_last = await asyncio.to_thread(
+        consume, bootstrap, topic, group=group, until_end=True, commit=True, timeout_ms=30_000
+    )
+    last = {(r["partition"], r["offset"]) for r in java_last}
+    assert len(last) == len(java_last)
+    assert first | set(second) | last == set(written)
+    assert len(first) + len(second) + len(last) == len(written)
