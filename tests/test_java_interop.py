@@ -24,6 +24,7 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,13 +185,16 @@ def expected(written: list[Written], isolation: str) -> dict[tuple[int, int], tu
     }
 
 
-def check_written(written: list[Written], records: list[dict[str, Any]]) -> None:
-    """The producer reported every record once, with the partitions and timestamps asked for."""
+def check_written(
+    written: list[Written], records: list[dict[str, Any]], log_append_time: bool
+) -> None:
+    """The producer reported every record once, with the partitions and timestamps asked for
+    (on a LogAppendTime topic, the broker's time instead)."""
     assert len({(w.partition, w.offset) for w in written}) == len(written)
     for w, record in zip(written, records, strict=True):
         if record["partition"] is not None:
             assert w.partition == record["partition"]
-        if record["timestamp"] is not None:
+        if record["timestamp"] is not None and not log_append_time:
             assert w.timestamp == record["timestamp"]
 
 
@@ -198,12 +202,14 @@ def check_written(written: list[Written], records: list[dict[str, Any]]) -> None
 # writers and readers
 
 
-def write_java(target: Target, topic: str, specs: Sequence[Spec]) -> list[Written]:
-    """Each configuration's records, written by the Java producer (one JVM each)."""
+def write_java(
+    target: Target, topic: str, specs: Sequence[Spec], log_append_time: bool = False
+) -> list[Written]:
+    """Each configuration's records, written by the Java producer (one JVM each, a few at once:
+    where each record went comes from the producer's own report, not from the order)."""
     base_ts = int(time.time() * 1000) - 60_000
-    txn_id = f"java-interop-{uuid.uuid4().hex[:8]}"
-    written: list[Written] = []
-    for spec in specs:
+
+    def write(spec: Spec) -> list[Written]:
         records = sample_records(spec.name, base_ts)
         metadata = produce(
             target.bootstrap,
@@ -212,12 +218,12 @@ def write_java(target: Target, topic: str, specs: Sequence[Spec]) -> list[Writte
             compression=spec.codec,
             idempotent=None if spec.txn else spec.idempotent,
             acks=None if spec.txn else spec.acks,
-            transactional_id=txn_id if spec.txn else None,
+            transactional_id=f"java-interop-{uuid.uuid4().hex[:8]}" if spec.txn else None,
             txn=spec.txn,
             linger_ms=20,
             kafka_version=target.kafka_version,
         )
-        these = [
+        written = [
             Written(
                 m["partition"],
                 m["offset"],
@@ -229,12 +235,16 @@ def write_java(target: Target, topic: str, specs: Sequence[Spec]) -> list[Writte
             )
             for m, r in zip(metadata, records, strict=True)
         ]
-        check_written(these, records)
-        written += these
-    return written
+        check_written(written, records, log_append_time)
+        return written
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return [w for written in pool.map(write, specs) for w in written]
 
 
-async def write_lite(bootstrap: str, topic: str, specs: Sequence[Spec]) -> list[Written]:
+async def write_lite(
+    bootstrap: str, topic: str, specs: Sequence[Spec], log_append_time: bool = False
+) -> list[Written]:
     """Each configuration's records, written by an aiokafka_lite producer of that configuration."""
     base_ts = int(time.time() * 1000) - 60_000
     txn_id = f"lite-interop-{uuid.uuid4().hex[:8]}"
@@ -287,7 +297,7 @@ async def write_lite(bootstrap: str, topic: str, specs: Sequence[Spec]) -> list[
             )
             for m, r in zip(metadata, records, strict=True)
         ]
-        check_written(these, records)
+        check_written(these, records, log_append_time)
         written += these
     return written
 
@@ -389,9 +399,86 @@ async def test_java_producer_to_lite_consumer(target: Target) -> None:
 async def test_lite_producer_to_java_consumer(target: Target) -> None:
     topic = new_topic(target.bootstrap, kafka_version=target.kafka_version)
     written = await write_lite(target.bootstrap, topic, specs_for(target))
-    for isolation in ISOLATIONS:
-        got = await asyncio.to_thread(java_read, target, topic, isolation)
+    reads = [asyncio.to_thread(java_read, target, topic, isolation) for isolation in ISOLATIONS]
+    for isolation, got in zip(ISOLATIONS, await asyncio.gather(*reads), strict=True):
         assert_same(got, expected(written, isolation))
+
+
+async def test_log_append_time_topic(bootstrap: str) -> None:
+    """On a LogAppendTime topic the broker stamps the records: both producers report the broker's
+    time, and both consumers read it (type LogAppendTime) whoever wrote the record."""
+    topic = f"java-interop-lat-{uuid.uuid4().hex[:10]}"
+    config = {"message.timestamp.type": "LogAppendTime"}
+    assert create_topic(bootstrap, topic, PARTITIONS, config=config)
+    specs = [Spec("lat-gzip", "gzip"), Spec("lat-txn", "none", txn="commit")]
+    by_lite = await write_lite(bootstrap, topic, specs, log_append_time=True)
+    by_java = await asyncio.to_thread(write_java, Target(bootstrap, None), topic, specs, True)
+    written = by_lite + by_java
+    explicit = {r["timestamp"] for r in sample_records("lat-gzip", 0)} - {None}
+    assert not {w.timestamp for w in written} & explicit, "the broker's time, not the producer's"
+    want = {
+        at: (*row[:4], "LogAppendTime") for at, row in expected(written, "read_committed").items()
+    }
+    java = asyncio.to_thread(java_read, Target(bootstrap, None), topic, "read_committed")
+    lite = lite_read(bootstrap, topic, "read_committed")
+    for got in await asyncio.gather(java, lite):
+        assert_same(got, want)
+
+
+async def test_open_transaction_holds_read_committed_at_the_last_stable_offset(
+    bootstrap: str,
+) -> None:
+    """While an aiokafka_lite transaction is open, read_committed consumers of both kinds stop
+    at the same last stable offsets (the Java producer writes behind it meanwhile); once it
+    commits, both read everything."""
+    topic = new_topic(bootstrap)
+    target = Target(bootstrap, None)
+    base_ts = int(time.time() * 1000) - 60_000
+    early = await write_lite(bootstrap, topic, [Spec("early", "lz4")])
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"lite-open-{uuid.uuid4().hex[:8]}"
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        pending = sample_records("open", base_ts)
+        futures = [
+            await producer.send(
+                topic,
+                key=r["key"],
+                value=r["value"],
+                partition=r["partition"],
+                timestamp_ms=r["timestamp"],
+                headers=list(r["headers"]),
+            )
+            for r in pending
+        ]
+        opened = [await asyncio.wait_for(f, 30) for f in futures]
+        behind = await asyncio.to_thread(write_java, target, topic, [Spec("behind", "snappy")])
+        stable = {
+            p: min(m.offset for m in opened if m.partition == p)
+            for p in range(PARTITIONS)
+            if any(m.partition == p for m in opened)
+        }
+        visible = [w for w in early + behind if w.offset < stable.get(w.partition, 1 << 62)]
+        assert len(visible) < len(early + behind), "some records must be behind the transaction"
+        want = expected(visible, "read_committed")
+        java = asyncio.to_thread(java_read, target, topic, "read_committed")
+        lite = lite_read(bootstrap, topic, "read_committed")
+        for got in await asyncio.gather(java, lite):
+            assert_same(got, want)
+        await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    txn = [
+        Written(m.partition, m.offset, m.timestamp, r["key"], r["value"], r["headers"], False)
+        for m, r in zip(opened, pending, strict=True)
+    ]
+    want = expected(early + txn + behind, "read_committed")
+    java = asyncio.to_thread(java_read, target, topic, "read_committed")
+    lite = lite_read(bootstrap, topic, "read_committed")
+    for got in await asyncio.gather(java, lite):
+        assert_same(got, want)
 
 
 async def test_keyed_records_land_where_the_java_producer_puts_them(bootstrap: str) -> None:
