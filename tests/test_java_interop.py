@@ -151,6 +151,14 @@ def sample_records(tag: str, base_ts: int) -> list[dict[str, Any]]:
         # compressible: the framing of multi-block payloads
         {"key": b"big-" + t, "value": (b"big-" + t) * 15_000 + rng.randbytes(40_000)},
     ]
+    # many small records in a row: offset and length varints past one byte, a negative
+    # timestamp delta (a record older than the batch's first)
+    for i in range(150):
+        records.append(
+            {"key": None, "value": f"{i}".encode(), "timestamp": base_ts + (3 if i % 50 else -9)}
+        )
+        records[-1]["partition"] = 1
+        records[-1]["headers"] = [("", b"")] if i % 7 == 0 else []
     for i in range(12):
         records.append(
             {
@@ -283,6 +291,34 @@ async def write_lite(
                 for r in records
             ]
             metadata = [await asyncio.wait_for(f, 30) for f in futures]
+            # the bulk paths: send_many (unkeyed into one partition, and keyed) and send_batch
+            many = bulk_records(spec.name, base_ts)
+            for keyed in (False, True):
+                part = [r for r in many if (r["key"] is not None) == keyed]
+                handles = await producer.send_many(
+                    topic,
+                    [r["value"] for r in part],
+                    keys=[r["key"] for r in part] if keyed else None,
+                    partition=None if keyed else part[0]["partition"],
+                    timestamp_ms=part[0]["timestamp"],
+                    headers=part[0]["headers"],
+                )
+                metadata += [await asyncio.wait_for(h, 30) for h in handles]
+                records += part
+            batched = batch_records(spec.name, base_ts)
+            batch = producer.create_batch()
+            for r in batched:
+                appended = batch.append(
+                    key=r["key"], value=r["value"], timestamp=r["timestamp"], headers=r["headers"]
+                )
+                assert appended is not None
+            first = await asyncio.wait_for(
+                await producer.send_batch(batch, topic, partition=batched[0]["partition"]), 30
+            )
+            records += batched
+            for i, r in enumerate(batched):
+                ts = first.timestamp if log_append_time else r["timestamp"]
+                metadata.append(RecordMetadata(topic, r["partition"], first.offset + i, ts))
             if spec.txn == "commit":
                 await producer.commit_transaction()
             elif spec.txn == "abort":
@@ -304,6 +340,62 @@ async def write_lite(
         check_written(these, records, log_append_time)
         written += these
     return written
+
+
+@dataclass
+class RecordMetadata:
+    """Where a record of a :meth:`send_batch` batch went (its base offset + its index)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+def bulk_records(tag: str, base_ts: int) -> list[dict[str, Any]]:
+    """For ``send_many``: unkeyed records for partition 0 sharing headers, then keyed ones."""
+    unkeyed = [
+        {
+            "key": None,
+            "value": f"{tag}-many-{i}".encode(),
+            "headers": [("bulk", b"1"), ("nil", None)],
+            "timestamp": base_ts + 500,
+            "partition": 0,
+        }
+        for i in range(200)
+    ]
+    keyed = [
+        {
+            "key": f"{tag}-many-key-{i}".encode(),
+            "value": f"{tag}-many-{i}".encode() * 3,
+            "headers": [],
+            "timestamp": base_ts + 501,
+            "partition": None,
+        }
+        for i in range(60)
+    ]
+    return unkeyed + keyed
+
+
+def batch_records(tag: str, base_ts: int) -> list[dict[str, Any]]:
+    """For ``send_batch``: one batch for partition 2, timestamps going back and forth."""
+    records: list[dict[str, Any]] = [
+        {"key": None, "value": b"b0", "headers": [("x", None)], "timestamp": base_ts + 600},
+        {"key": b"bk", "value": None, "headers": [("", b"")], "timestamp": base_ts + 610},
+        {"key": b"", "value": b"", "headers": [], "timestamp": base_ts + 590},
+    ]
+    records += [
+        {
+            "key": f"{i}".encode(),
+            "value": f"{tag}-batched-{i}".encode() * 2,
+            "headers": [("i", str(i).encode())] * (i % 2),
+            "timestamp": base_ts + 620 + i,
+        }
+        for i in range(150)
+    ]
+    for record in records:
+        record["partition"] = 2
+    return records
 
 
 def java_read(target: Target, topic: str, isolation: str) -> dict[tuple[int, int], tuple[Any, ...]]:
