@@ -813,3 +813,33 @@ async def test_committed_offsets_are_shared_between_java_and_lite(bootstrap: str
     assert len(last) == len(java_last)
     assert first | set(second) | last == set(written)
     assert len(first) + len(second) + len(last) == len(written)
+
+    # offsets committed in an aiokafka_lite transaction: aborted ones never count, committed
+    # ones are where the Java consumer of the group starts
+    more = await write_values(bootstrap, topic, "t", 45)
+    start = {p: min(o for q, o in more if q == p) for p in range(PARTITIONS)}
+    assert all(len([o for q, o in more if q == p]) >= 3 for p in range(PARTITIONS))
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"lite-offsets-{uuid.uuid4().hex[:8]}"
+    )
+    await producer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        await producer.begin_transaction()
+        await producer.send_offsets_to_transaction(
+            {tp: start[tp.partition] + 1 for tp in tps}, group
+        )
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+        await producer.send_offsets_to_transaction(
+            {tp: start[tp.partition] + 2 for tp in tps}, group
+        )
+        await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    java_txn = await asyncio.to_thread(
+        consume, bootstrap, topic, group=group, until_end=True, timeout_ms=30_000
+    )
+    assert sorted((r["partition"], r["offset"]) for r in java_txn) == sorted(
+        (p, o) for p, o in more if o >= start[p] + 2
+    )
