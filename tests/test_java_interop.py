@@ -44,6 +44,7 @@ from aiokafka_lite.consumer import (
     RoundRobinPartitionAssignor,
     StickyPartitionAssignor,
 )
+from aiokafka_lite.errors import ProducerFenced
 
 PARTITIONS = 3
 ISOLATIONS = ["read_committed", "read_uncommitted"]
@@ -171,6 +172,12 @@ def sample_records(tag: str, base_ts: int) -> list[dict[str, Any]]:
         {"key": bytes(range(256)), "value": bytes(range(256)) * 30, "partition": 0},
         {"key": b"random-" + t, "value": rng.randbytes(3000), "partition": 2},
         {"key": None, "value": b"sticky-" + t},  # null key, no partition: the producer's choice
+        # more headers than a one-byte varint counts
+        {
+            "key": b"headers-" + t,
+            "value": b"",
+            "headers": [(f"h{i}", bytes([i])) for i in range(130)],
+        },
         # larger than the codecs' blocks (snappy-java 32 KiB, lz4 64 KiB, zstd 128 KiB), half
         # compressible: the framing of multi-block payloads
         {"key": b"big-" + t, "value": (b"big-" + t) * 15_000 + rng.randbytes(40_000)},
@@ -602,6 +609,57 @@ async def test_open_transaction_holds_read_committed_at_the_last_stable_offset(
     lite = lite_read(bootstrap, topic, "read_committed")
     for got in await asyncio.gather(java, lite):
         assert_same(got, want)
+
+
+async def test_java_producer_fences_an_open_lite_transaction(bootstrap: str) -> None:
+    """A Java producer starting with the transactional id of an open aiokafka_lite transaction
+    aborts it (read_committed never shows its records) and fences the aiokafka_lite producer."""
+    topic = await new_topic(bootstrap)
+    target = Target(bootstrap, None)
+    txn_id = f"lite-fenced-{uuid.uuid4().hex[:8]}"
+    base_ts = int(time.time() * 1000) - 60_000
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        records = sample_records("fenced", base_ts)
+        futures = [
+            await producer.send(
+                topic,
+                key=r["key"],
+                value=r["value"],
+                partition=r["partition"],
+                timestamp_ms=r["timestamp"],
+                headers=r["headers"],
+            )
+            for r in records
+        ]
+        opened = [await asyncio.wait_for(f, 30) for f in futures]
+        java = await asyncio.to_thread(
+            produce, bootstrap, topic, sample_records("java", base_ts), transactional_id=txn_id
+        )
+        with pytest.raises(ProducerFenced):
+            await producer.commit_transaction()
+    finally:
+        await producer.stop()
+    lite_records = [
+        Written(m.partition, m.offset, m.timestamp, r["key"], r["value"], r["headers"], True)
+        for m, r in zip(opened, records, strict=True)
+    ]
+    java_records = [
+        Written(
+            m["partition"], m["offset"], m["timestamp"], r["key"], r["value"], r["headers"], False
+        )
+        for m, r in zip(java, sample_records("java", base_ts), strict=True)
+    ]
+    for isolation in ISOLATIONS:
+        want = expected(lite_records + java_records, isolation)
+        reads = await asyncio.gather(
+            asyncio.to_thread(java_read, target, topic, isolation),
+            lite_read(bootstrap, topic, isolation),
+        )
+        for got in reads:
+            assert_same(got, want)
 
 
 async def test_keyed_records_land_where_the_java_producer_puts_them(bootstrap: str) -> None:
