@@ -772,18 +772,35 @@ def java_partitions(member: GroupMember) -> set[int]:
     return {partition for _, partition in member.assigned()}
 
 
-@pytest.mark.parametrize("leaver", ["java", "lite"])
-@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky"])
+@pytest.mark.parametrize(
+    ("target", "assignor", "leaver"),
+    [
+        *[
+            ("4.4", a, leaver)
+            for a in ("range", "roundrobin", "sticky")
+            for leaver in ("java", "lite")
+        ],
+        ("3.9", "range", "java"),
+        ("3.9", "roundrobin", "lite"),
+    ],
+    indirect=["target"],
+)
 async def test_mixed_group_splits_partitions_and_survives_a_leave(
-    bootstrap: str, assignor: str, leaver: str
+    target: Target, assignor: str, leaver: str
 ) -> None:
     """Java and aiokafka_lite members share a group: the first member (the leader, whose
     assignor computes the split) is the survivor, the other leaves after reading its share."""
+    bootstrap = target.bootstrap
     topic = await new_topic(bootstrap, 5)
     group = f"java-interop-{uuid.uuid4().hex[:8]}"
     everything = set(range(5))
     java = GroupMember(
-        bootstrap, topic, group, assignor=assignor, heartbeat_interval_ms=HEARTBEAT_MS
+        bootstrap,
+        topic,
+        group,
+        assignor=assignor,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        kafka_version=target.kafka_version,
     )
     lite = LiteMember(bootstrap, topic, group, assignor)
 
@@ -852,15 +869,23 @@ async def test_mixed_group_splits_partitions_and_survives_a_leave(
             await lite.stop()
 
 
-async def test_committed_offsets_are_shared_between_java_and_lite(bootstrap: str) -> None:
+async def test_committed_offsets_are_shared_between_java_and_lite(target: Target) -> None:
     """A Java consumer commits part of the topic, an aiokafka_lite member of the same group goes
     on from there and commits some more, and a Java consumer again reads exactly the rest."""
+    bootstrap, version = target.bootstrap, target.kafka_version
     topic = await new_topic(bootstrap)
     group = f"java-interop-{uuid.uuid4().hex[:8]}"
     written = await write_values(bootstrap, topic, "r", 45)
 
     java_first = await asyncio.to_thread(
-        consume, bootstrap, topic, group=group, max_records=10, commit=True, timeout_ms=30_000
+        consume,
+        bootstrap,
+        topic,
+        group=group,
+        max_records=10,
+        commit=True,
+        timeout_ms=30_000,
+        kafka_version=version,
     )
     first = {(r["partition"], r["offset"]) for r in java_first}
     assert len(first) == 10
@@ -901,7 +926,14 @@ async def test_committed_offsets_are_shared_between_java_and_lite(bootstrap: str
             assert min(on_p) == max(o for q, o in first if q == p) + 1
 
     java_last = await asyncio.to_thread(
-        consume, bootstrap, topic, group=group, until_end=True, commit=True, timeout_ms=30_000
+        consume,
+        bootstrap,
+        topic,
+        group=group,
+        until_end=True,
+        commit=True,
+        timeout_ms=30_000,
+        kafka_version=version,
     )
     last = {(r["partition"], r["offset"]) for r in java_last}
     assert len(last) == len(java_last)
@@ -932,7 +964,13 @@ async def test_committed_offsets_are_shared_between_java_and_lite(bootstrap: str
     finally:
         await producer.stop()
     java_txn = await asyncio.to_thread(
-        consume, bootstrap, topic, group=group, until_end=True, timeout_ms=30_000
+        consume,
+        bootstrap,
+        topic,
+        group=group,
+        until_end=True,
+        timeout_ms=30_000,
+        kafka_version=version,
     )
     assert sorted((r["partition"], r["offset"]) for r in java_txn) == sorted(
         (p, o) for p, o in more if o >= start[p] + 2
