@@ -479,6 +479,7 @@ class GroupMember:
         run_ms: int = 120_000,
         from_beginning: bool = True,
         session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
         kafka_version: str | None = None,
     ) -> None:
         self.args = _options(
@@ -488,6 +489,7 @@ class GroupMember:
             assignor=assignor,
             run_ms=run_ms,
             session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
             **{"from": "beginning" if from_beginning else "latest"},
         )
         self.run_ms = run_ms

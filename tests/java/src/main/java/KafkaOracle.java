@@ -80,7 +80,8 @@ public final class KafkaOracle {
         "               assigned partitions (--until-end true) or after --timeout-ms (default 10000)",
         "",
         "  group-member --bootstrap H:P --topic T --group G [--assignor range|roundrobin|...]",
-        "          [--run-ms N] [--from beginning|latest] [--session-timeout-ms N] [--watch-stdin true|false]",
+        "          [--run-ms N] [--from beginning|latest] [--session-timeout-ms N] [--heartbeat-interval-ms N]",
+        "          [--watch-stdin true|false]",
         "      stdout: {\"event\": \"assigned\"|\"revoked\"|\"lost\", \"partitions\": [[topic, p], ...], ...},",
         "              records as for consume, {\"event\": \"commit_failed\", ...}, finally {\"event\": \"closed\"}",
         "      stops after --run-ms (default 120000), or when stdin says \"stop\" or is closed",
@@ -421,13 +422,18 @@ public final class KafkaOracle {
 
     private static void groupMember(Options options) throws Exception {
         options.allow("bootstrap", "topic", "group", "assignor", "run-ms", "from", "session-timeout-ms",
-            "watch-stdin");
+            "heartbeat-interval-ms", "watch-stdin");
         String topic = options.required("topic");
         String group = options.required("group");
         long runMs = options.integer("run-ms", 120000);
         Properties config = consumerConfig(options, group);
         if (options.has("session-timeout-ms")) {
             config.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, Integer.toString(options.integer("session-timeout-ms", 0)));
+        }
+        if (options.has("heartbeat-interval-ms")) {
+            // also how soon it notices a rebalance another member started
+            config.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG,
+                Integer.toString(options.integer("heartbeat-interval-ms", 0)));
         }
 
         AtomicBoolean stop = new AtomicBoolean(false);
