@@ -220,7 +220,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             async with PlanningClient(self.options) as pc:
                 tps = await pc.topic_partitions()
                 bounds = await pc.bounds(tps)
-                return await pc.resolve(tps, self.options.starting, bounds, default=EARLIEST)
+                return await pc.resolve(
+                    tps, self.options.starting, bounds, default=EARLIEST, starting=True
+                )
 
         return _to_json(sync.run(resolve(), timeout=PLAN_TIMEOUT_S))
 
