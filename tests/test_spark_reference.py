@@ -4,7 +4,8 @@ The same topic is read with both connectors and the DataFrames must be identical
 columns, values, sorted by partition and offset); rows written by either connector must read
 back identically with the other. So a pipeline can switch between the two by changing only the
 format name. Spark's connector comes from Maven Central (``aiokafka_lite.spark._reference``);
-without Java, Maven or pyspark these tests are skipped with the reason.
+without Java, Maven or pyspark these tests are skipped with the reason. They run on apache and
+noida; on Tansu the reference itself reads short (see ``pytestmark``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skip_broker(
+        "tansu",
+        reason="Tansu's ListOffsets(latest) is the newest batch's base offset + 1, so Spark's "
+        "connector stops short of the end (ours confirms the end with a Fetch high watermark)",
+    ),
+]
 
 pytest.importorskip(
     "pyspark", reason="pyspark is not installed: pip install 'aiokafka_lite[spark]'"
@@ -123,10 +131,7 @@ async def test_offsets_json_bounds_are_identical(spark, kafka_bootstrap, new_top
         assert ref and ours == ref, options
 
 
-async def test_timestamp_bounds_are_identical(spark, broker, kafka_bootstrap, new_topic):
-    broker.skip_on(
-        "tansu", reason="Tansu's ListOffsets by timestamp uses the write time, not the record's"
-    )
+async def test_timestamp_bounds_are_identical(spark, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=2)
     base = int(time.time() * 1000) - 3_600_000
     await _produce(
@@ -293,4 +298,5 @@ def test_both_refuse_the_same_options(spark, options):
     for fmt in FORMATS:
         with pytest.raises(Exception) as info:
             _load(spark, fmt, "127.0.0.1:9", subscribe="t", **options).collect()
-        assert "Connection" not in str(info.value), (fmt, info.value)
+        # Spark's IllegalArgumentException; ours arrives wrapped, naming IllegalArgumentError
+        assert "IllegalArgument" in type(info.value).__name__ + str(info.value), (fmt, info.value)

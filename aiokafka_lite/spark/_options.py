@@ -169,6 +169,20 @@ def _parse_assign(text: str) -> dict[str, list[int]]:
         ) from exc
 
 
+# Spark's spelling of the options read in lower case, for messages.
+_DISPLAY = {
+    n.lower(): n
+    for n in (
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+    )
+}
+
+
 def _offset_spec(
     opts: Mapping[str, str], name: str, by_ts_name: str, ts_name: str, default: str
 ) -> OffsetSpec:
@@ -178,14 +192,14 @@ def _offset_spec(
             return ("timestamp", int(opts[ts_name].strip()))
         except ValueError as exc:
             raise IllegalArgumentError(
-                f"{ts_name}: expected milliseconds, got {opts[ts_name]!r}"
+                f"{_DISPLAY[ts_name]}: expected milliseconds, got {opts[ts_name]!r}"
             ) from exc
     if by_ts_name in opts:
-        return ("timestamps", parse_offsets_json(opts[by_ts_name], by_ts_name))
+        return ("timestamps", parse_offsets_json(opts[by_ts_name], _DISPLAY[by_ts_name]))
     text = opts.get(name, default).strip()
     if text.lower() in ("earliest", "latest"):
         return text.lower()
-    return parse_offsets_json(text, name)
+    return parse_offsets_json(text, _DISPLAY[name])
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
