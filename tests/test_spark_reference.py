@@ -300,3 +300,26 @@ def test_both_refuse_the_same_options(spark, options):
             _load(spark, fmt, "127.0.0.1:9", subscribe="t", **options).collect()
         # Spark's IllegalArgumentException; ours arrives wrapped, naming IllegalArgumentError
         assert "IllegalArgument" in type(info.value).__name__ + str(info.value), (fmt, info.value)
+
+
+async def test_save_modes_match(spark, kafka_bootstrap, new_topic):
+    """Append writes with both; overwrite is refused by both. The default mode (errorifexists)
+    works with Spark's connector only: PySpark lets Python data sources be written in append or
+    overwrite mode alone, so portable pipelines say ``mode("append")``."""
+    topics = {
+        fmt: await new_topic(partitions=1, name=f"{fmt}-m{time.time_ns()}") for fmt in FORMATS
+    }
+    df = spark.createDataFrame([("a",), ("b",)], "value string").coalesce(1)
+    for fmt, topic in topics.items():
+        _write(df, fmt, kafka_bootstrap, topic=topic)
+        with pytest.raises(Exception, match=r"(?i)overwrite"):
+            df.write.format(fmt).option("kafka.bootstrap.servers", kafka_bootstrap).option(
+                "topic", topic
+            ).mode("overwrite").save()
+    for fmt, topic in topics.items():
+        got = [r.value for r in _load(spark, "kafka", kafka_bootstrap, subscribe=topic).collect()]
+        assert sorted(got) == [b"a", b"b"], fmt
+    default = df.write.option("kafka.bootstrap.servers", kafka_bootstrap)
+    default.format("kafka").option("topic", topics["kafka"]).save()
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        default.format("aiokafka_lite").option("topic", topics["aiokafka_lite"]).save()
