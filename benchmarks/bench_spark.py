@@ -227,7 +227,11 @@ def main() -> None:
         print()
         for op in ("write", "read"):
             ratio = med[f"aiokafka_lite {op}"] / med[f"kafka {op}"]
-            print(f"{op:>5} ratio aiokafka_lite/kafka: {ratio:.2f}")
+            per_round = [
+                a / b for a, b in zip(results[f"aiokafka_lite {op}"], results[f"kafka {op}"])
+            ]
+            rounds = ", ".join(f"{x:.2f}" for x in per_round)
+            print(f"{op:>5} ratio aiokafka_lite/kafka: {ratio:.2f} (per round: {rounds})")
         spark.stop()
     finally:
         if broker is not None:
