@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -323,3 +324,26 @@ async def test_save_modes_match(spark, kafka_bootstrap, new_topic):
     default.format("kafka").option("topic", topics["kafka"]).save()
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
         default.format("aiokafka_lite").option("topic", topics["aiokafka_lite"]).save()
+
+
+async def test_transactional_topic_reads_are_identical(spark, kafka_bootstrap, new_topic):
+    """Aborted batches and commit markers: the same rows under both isolation levels."""
+    topic = await new_topic(partitions=2)
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, transactional_id=f"spark-ref-{uuid.uuid4().hex[:8]}"
+    ) as producer:
+        for txn in range(4):
+            await producer.begin_transaction()
+            for i in range(6):
+                await producer.send(topic, b"t%d-%d" % (txn, i), partition=i % 2)
+            await producer.flush()
+            if txn == 1:
+                await producer.abort_transaction()
+            else:
+                await producer.commit_transaction()
+    for isolation in ("read_uncommitted", "read_committed"):
+        ref, ours = _both(
+            spark, kafka_bootstrap, subscribe=topic, **{"kafka.isolation.level": isolation}
+        )
+        assert len(ref) == (24 if isolation == "read_uncommitted" else 18)
+        assert ours == ref, isolation
