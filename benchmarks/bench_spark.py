@@ -1,27 +1,28 @@
-"""Spark benchmark: the ``aiokafka_lite`` data source vs a plain single-process client, same broker.
+"""Spark benchmark: the ``aiokafka_lite`` data source against Spark's own ``kafka`` connector.
 
-Run: /work/venv/bin/python benchmarks/bench_spark.py [--broker tansu|noida] [--bootstrap host:port]
-     [--records N] [--partitions P] [--master local[2]] [--rounds R]
+Run: python benchmarks/bench_spark.py [--broker apache|tansu|noida] [--bootstrap host:port]
+     [--records N] [--partitions P] [--master local[2]] [--rounds R] [--no-plain]
 
-Workload: N (default 1,000,000) records with a short string key and a 100-byte value.
+Both connectors run in the same SparkSession, on the same broker, in the same run: Spark's
+``spark-sql-kafka-0-10`` comes from Maven Central (``aiokafka_lite.spark._reference``, jars
+handed over with ``spark.jars``). Workload: N (default 500,000) records with a short string key
+and a 100-byte value, P partitions.
 
-* plain produce: one AIOKafkaProducer in this process sends N records (linger 5 ms, 256 KiB
-  batches, the data source's write defaults) and waits for every acknowledgement;
-* Spark write: ``spark.range(N)`` -> (key, value) -> ``write.format("aiokafka_lite")`` into a
-  fresh P-partition topic;
-* plain consume: one AIOKafkaConsumer reads all N records of the P partitions from offset 0,
-  touching every value;
-* Spark read: ``read.format("aiokafka_lite")`` of the same topic, materialised with Spark's
-  ``noop`` sink (every row goes through Arrow into the JVM, nothing is written).
+* write: ``spark.range(N, numPartitions=P)`` -> (key, value) -> ``write.format(F)`` into a fresh
+  P-partition topic per connector; the count written is checked afterwards;
+* read: ``read.format(F)`` of one topic (the same for both connectors), materialised with Spark's
+  ``noop`` sink (every row reaches the JVM, nothing is written);
+* plain (unless ``--no-plain``): one AIOKafkaProducer / AIOKafkaConsumer in this process, the
+  single-process baseline for the same records.
 
-Spark's startup and a small warm-up write and read (the first queries of a session run on a cold
-JVM, several times slower) are excluded; per-query planning (a Python planner process, offset lookup) is
-included, as a user pays it. Rows/s are medians over the rounds, and the ratio is Spark / plain.
-With ``local[2]`` on a 2-core machine the Spark side has two Python workers, the plain client one.
+Spark's startup and a small warm-up write and read per connector (the first queries of a session
+run on a cold JVM, several times slower) are not counted; per-query planning is, as a user pays
+it. Within a round the two connectors alternate which goes first. Rows/s are medians over the
+rounds; the ratio is aiokafka_lite / kafka (> 1: aiokafka_lite is faster).
 
-noida-db ignores a Fetch's ``max_bytes``/``partition_max_bytes`` and answers with everything
-from the fetch offset on, so with ``--broker noida`` keep the topic under ~100 MiB (the
-clients' ``max_response_size``): ``--records 500000`` works, 1,000,000 does not.
+The default broker is Apache Kafka itself (Maven jars, ``aiokafka_lite._apache``). noida-db
+ignores a Fetch's ``max_bytes`` and answers with everything from the fetch offset on, so with
+``--broker noida`` keep the topic under ~100 MiB (the clients' ``max_response_size``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ import statistics
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
+if __name__ == "__main__":  # run as a script: this checkout's aiokafka_lite, not an installed one
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 VALUE = b"v" * 100
+FORMATS = ("kafka", "aiokafka_lite")
 
 
 async def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -64,16 +70,8 @@ async def plain_produce(bootstrap: str, topic: str, n: int) -> float:
             last = await send(topic, VALUE, key=b"%d" % i)
         await p.flush()
         if last is not None:
-            await asyncio.wait_for(asyncio.ensure_future(_done(last)), 120)
+            await asyncio.wait_for(last, 120)
         return time.perf_counter() - t0
-
-
-async def _done(handle: Any) -> None:
-    while not handle.done():
-        await asyncio.sleep(0.001)
-    exc = handle.exception()
-    if exc is not None:
-        raise exc
 
 
 async def plain_consume(bootstrap: str, topic: str, partitions: int, n: int) -> float:
@@ -91,7 +89,10 @@ async def plain_consume(bootstrap: str, topic: str, partitions: int, n: int) -> 
             c.seek(tp, 0)
         got = 0
         t0 = time.perf_counter()
+        deadline = t0 + 600
         while got < n:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"plain consume read {got} of {n} records in 600 s")
             for recs in (await c.getmany(timeout_ms=1000)).values():
                 for r in recs:
                     r.value  # noqa: B018 - touch every record
@@ -101,39 +102,21 @@ async def plain_consume(bootstrap: str, topic: str, partitions: int, n: int) -> 
         await c.stop()
 
 
-def spark_session(master: str) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from aiokafka_lite.spark import register
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("aiokafka_lite-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
-
-
-def spark_write(spark: Any, bootstrap: str, topic: str, n: int, partitions: int) -> float:
+def spark_write(spark: Any, fmt: str, bootstrap: str, topic: str, n: int, partitions: int) -> float:
     df = spark.range(n, numPartitions=partitions).selectExpr(
         "cast(id as string) as key", f"repeat('v', {len(VALUE)}) as value"
     )
     t0 = time.perf_counter()
-    df.write.format("aiokafka_lite").option("kafka.bootstrap.servers", bootstrap).option(
-        "topic", topic
-    ).mode("append").save()
+    df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode(
+        "append"
+    ).save()
     return time.perf_counter() - t0
 
 
-def spark_read(spark: Any, bootstrap: str, topic: str) -> float:
+def spark_read(spark: Any, fmt: str, bootstrap: str, topic: str) -> float:
     t0 = time.perf_counter()
     (
-        spark.read.format("aiokafka_lite")
+        spark.read.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .load()
@@ -146,7 +129,7 @@ def spark_read(spark: Any, bootstrap: str, topic: str) -> float:
 
 def spark_count(spark: Any, bootstrap: str, topic: str) -> int:
     return int(
-        spark.read.format("aiokafka_lite")
+        spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .load()
@@ -154,66 +137,103 @@ def spark_count(spark: Any, bootstrap: str, topic: str) -> int:
     )
 
 
+def _start_broker(kind: str) -> tuple[Any, str]:
+    if kind == "apache":
+        from aiokafka_lite._apache import ApacheKafka
+
+        kafka = ApacheKafka().start()
+        return kafka, kafka.bootstrap
+    from aiokafka_lite._embedded import EmbeddedBroker
+
+    broker = EmbeddedBroker(kind)
+    broker.start()
+    return broker, broker.bootstrap
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--broker", default="tansu", choices=("tansu", "noida"))
-    ap.add_argument("--bootstrap", help="use this broker instead of starting an embedded one")
-    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--broker", default="apache", choices=("apache", "tansu", "noida"))
+    ap.add_argument("--bootstrap", help="use this broker instead of starting one")
+    ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--no-plain", action="store_true", help="skip the single-process baseline")
     args = ap.parse_args()
     n, parts = args.records, args.partitions
+
+    from aiokafka_lite.spark._reference import SPARK_KAFKA_VERSION, has_reference, spark_session
 
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        from aiokafka_lite._embedded import EmbeddedBroker
-
-        broker = EmbeddedBroker(args.broker)
-        broker.start()
-        bootstrap = broker.bootstrap
+        broker, bootstrap = _start_broker(args.broker)
     try:
         t0 = time.perf_counter()
-        spark = spark_session(args.master)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        spark = spark_session("aiokafka_lite-bench", args.master)
+        if not has_reference(spark):
+            raise SystemExit("Spark's Kafka connector could not be resolved with Maven")
         print(
-            f"spark {spark.version} started in {time.perf_counter() - t0:.1f} s ({args.master}); "
-            f"{n:,} records x {len(VALUE)} B, {parts} partitions, broker {args.bootstrap or args.broker}"
+            f"spark {spark.version} ({args.master}) started in {time.perf_counter() - t0:.1f} s, "
+            f"spark-sql-kafka-0-10 {SPARK_KAFKA_VERSION}; {n:,} records x {len(VALUE)} B, "
+            f"{parts} partitions, broker {args.bootstrap or args.broker}"
         )
-        t0 = time.perf_counter()  # the first queries of a session run a cold JVM: warm up
-        warm = f"bench-warmup-{uuid.uuid4().hex[:8]}"
-        asyncio.run(_create_topic(bootstrap, warm, parts))
-        spark_write(spark, bootstrap, warm, 20_000, parts)
-        spark_read(spark, bootstrap, warm)
+        t0 = time.perf_counter()  # the first queries of a session run on a cold JVM: warm up
+        for fmt in FORMATS:
+            warm = f"bench-warmup-{fmt}-{uuid.uuid4().hex[:8]}"
+            asyncio.run(_create_topic(bootstrap, warm, parts))
+            spark_write(spark, fmt, bootstrap, warm, 20_000, parts)
+            spark_read(spark, fmt, bootstrap, warm)
         print(f"warm-up queries took {time.perf_counter() - t0:.1f} s (not counted)")
-        results: dict[str, list[float]] = {
-            k: [] for k in ("plain produce", "spark write", "plain consume", "spark read")
-        }
+
+        names = [f"{fmt} write" for fmt in FORMATS] + [f"{fmt} read" for fmt in FORMATS]
+        if not args.no_plain:
+            names += ["plain produce", "plain consume"]
+        results: dict[str, list[float]] = {k: [] for k in names}
         for r in range(args.rounds):
-            t_plain = f"bench-plain-{uuid.uuid4().hex[:8]}"
-            t_spark = f"bench-spark-{uuid.uuid4().hex[:8]}"
-            asyncio.run(_create_topic(bootstrap, t_plain, parts))
-            asyncio.run(_create_topic(bootstrap, t_spark, parts))
-            results["plain produce"].append(n / asyncio.run(plain_produce(bootstrap, t_plain, n)))
-            results["spark write"].append(n / spark_write(spark, bootstrap, t_spark, n, parts))
-            written = spark_count(spark, bootstrap, t_spark)
-            if written != n:
-                raise SystemExit(f"spark write produced {written} records, expected {n}")
-            results["plain consume"].append(
-                n / asyncio.run(plain_consume(bootstrap, t_plain, parts, n))
-            )
-            results["spark read"].append(n / spark_read(spark, bootstrap, t_plain))
+            order = FORMATS if r % 2 == 0 else FORMATS[::-1]
+            source = f"bench-source-{uuid.uuid4().hex[:8]}"
+            for fmt in order:
+                topic = f"bench-{fmt}-{uuid.uuid4().hex[:8]}"
+                asyncio.run(_create_topic(bootstrap, topic, parts))
+                results[f"{fmt} write"].append(
+                    n / spark_write(spark, fmt, bootstrap, topic, n, parts)
+                )
+                written = spark_count(spark, bootstrap, topic)
+                if written != n:
+                    raise SystemExit(f"{fmt} wrote {written} records, expected {n}")
+                if fmt == order[0]:
+                    source = topic  # both connectors read the topic the first one wrote
+            for fmt in order:
+                results[f"{fmt} read"].append(n / spark_read(spark, fmt, bootstrap, source))
+            if not args.no_plain:
+                plain = f"bench-plain-{uuid.uuid4().hex[:8]}"
+                asyncio.run(_create_topic(bootstrap, plain, parts))
+                results["plain produce"].append(n / asyncio.run(plain_produce(bootstrap, plain, n)))
+                results["plain consume"].append(
+                    n / asyncio.run(plain_consume(bootstrap, plain, parts, n))
+                )
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in results.items()))
         med = {k: statistics.median(v) for k, v in results.items()}
         print()
-        print(f"{'':16}{'rows/s':>12}")
-        for k, v in med.items():
-            print(f"{k:16}{v:>12,.0f}")
+        print(f"{'rows/s':>16}{'write':>12}{'read':>12}")
+        for fmt in FORMATS:
+            print(f"{fmt:>16}{med[f'{fmt} write']:>12,.0f}{med[f'{fmt} read']:>12,.0f}")
+        if not args.no_plain:
+            print(
+                f"{'plain client':>16}{med['plain produce']:>12,.0f}{med['plain consume']:>12,.0f}"
+            )
         print()
-        print(f"write ratio spark/plain: {med['spark write'] / med['plain produce']:.2f}")
-        print(f"read  ratio spark/plain: {med['spark read'] / med['plain consume']:.2f}")
+        for op in ("write", "read"):
+            ratio = med[f"aiokafka_lite {op}"] / med[f"kafka {op}"]
+            per_round = [
+                a / b for a, b in zip(results[f"aiokafka_lite {op}"], results[f"kafka {op}"])
+            ]
+            rounds = ", ".join(f"{x:.2f}" for x in per_round)
+            print(f"{op:>5} ratio aiokafka_lite/kafka: {ratio:.2f} (per round: {rounds})")
         spark.stop()
     finally:
         if broker is not None:

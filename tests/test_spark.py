@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from typing import Any
 
@@ -42,25 +41,10 @@ def spark() -> Any:
     """A local[2] SparkSession whose Python workers run this interpreter."""
     if not _java_available():
         pytest.skip("no Java runtime (java not on PATH, JAVA_HOME unset): PySpark needs Java 17+")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from aiokafka_lite.spark._reference import QUICK_JVM_CONF, spark_session
 
-    from aiokafka_lite.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("aiokafka_lite-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        # C1-only JIT and the serial GC: short test queries run ~2x faster on a cold JVM
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .config("spark.sql.streaming.stopTimeout", "10s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    # the same builder as test_spark_reference.py: one session per process serves both
+    session = spark_session("aiokafka_lite-tests", conf=QUICK_JVM_CONF)
     yield session
     session.stop()
 
@@ -112,7 +96,7 @@ async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
             r.topic,
             r.ts_ms,
             r.timestampType,
-            [(h.key, h.value) for h in r.headers],
+            None if r.headers is None else [(h.key, h.value) for h in r.headers],
         )
         for r in df.selectExpr("*", "unix_millis(timestamp) as ts_ms").collect()
     }
@@ -122,7 +106,7 @@ async def test_batch_read_equals_produced(spark, kafka_bootstrap, new_topic):
         assert key in got, key
         k, v, t, ts_ms, ttype, headers = got[key]
         assert (k, v, t, ts_ms, ttype) == (rec["key"], rec["value"], topic, rec["timestamp_ms"], 0)
-        assert headers == rec["headers"]
+        assert headers == (rec["headers"] or None)  # no headers: null, as in Spark's source
     # without includeHeaders there is no headers column (as in Spark's own source)
     assert "headers" not in _reader(spark, kafka_bootstrap, subscribe=topic).columns
 
@@ -329,8 +313,10 @@ async def test_empty_and_unknown_topics_read_as_empty(spark, kafka_bootstrap, ne
 def test_options_are_validated():
     with pytest.raises(errors.IllegalArgumentError, match="bootstrap"):
         parse_options({"subscribe": "t"})
-    with pytest.raises(errors.IllegalArgumentError, match=r"group\.id"):
-        parse_options({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"})
+    with pytest.raises(errors.IllegalArgumentError, match=r"auto\.offset\.reset"):
+        parse_options({"kafka.bootstrap.servers": "h:1", "kafka.auto.offset.reset": "earliest"})
+    # accepted and unused, as Spark's source accepts it (the data source never joins a group)
+    assert parse_options({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"}).client == {}
     with pytest.raises(errors.IllegalArgumentError, match="batch"):
         parse_options({"kafka.bootstrap.servers": "h:1", "startingOffsets": "latest"})
     with pytest.raises(errors.IllegalArgumentError, match="JSON"):

@@ -85,7 +85,7 @@ class _Columns:
         self.offsets: list[int] = []
         self.timestamps: list[int] = []
         self.ts_types: list[int] = []
-        self.headers: list[list[tuple[str, bytes | None]]] = []
+        self.headers: list[list[tuple[str, bytes | None]] | None] = []
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -105,7 +105,8 @@ class _Columns:
             timestamps.append(r.timestamp * 1000)
             ts_types.append(r.timestamp_type)
             if want_headers:
-                headers.append(list(r.headers or ()))
+                # null, not [], for a record without headers (as Spark's own source)
+                headers.append(list(r.headers) if r.headers else None)
         return False
 
     def flush(self) -> pa.RecordBatch:

@@ -190,15 +190,44 @@ class PlanningClient:
         bounds: dict[TopicPartition, tuple[int, int]],
         *,
         default: int,
+        starting: bool = False,
     ) -> dict[TopicPartition, int]:
-        """Concrete offsets for an offset spec ("earliest" / "latest" / JSON dict / timestamp).
+        """Concrete offsets for an offset spec ("earliest" / "latest" / JSON dict / timestamps).
 
-        Partitions missing from a JSON spec get ``default`` (EARLIEST or LATEST).
+        Partitions missing from a JSON spec get ``default`` (EARLIEST or LATEST). A timestamp
+        maps to the first offset whose record timestamp is at or after it; where there is none,
+        an ending bound is the end and a ``starting`` one raises ``IllegalArgumentError`` unless
+        ``startingOffsetsByTimestampStrategy`` is ``latest`` (then it is the end), as in Spark.
         """
-        if isinstance(spec, tuple):  # ("timestamp", ms): first offset at or after it, else end
-            found = await self.list_offsets(tps, int(spec[1]))
-            return {tp: (found[tp] if found.get(tp, -1) >= 0 else bounds[tp][1]) for tp in tps}
-        out: dict[TopicPartition, int] = {}
+        if isinstance(spec, tuple):
+            if spec[0] == "timestamp":
+                wanted = {tp: int(spec[1]) for tp in tps}
+            else:
+                wanted = {
+                    tp: int(spec[1][tp.topic][tp.partition])
+                    for tp in tps
+                    if tp.partition in spec[1].get(tp.topic, {})
+                }
+            found: dict[TopicPartition, int] = {}
+            for ts in sorted(set(wanted.values())):
+                group = [tp for tp, t in wanted.items() if t == ts]
+                found.update(await self.list_offsets(group, ts))
+            out: dict[TopicPartition, int] = {}
+            for tp in tps:
+                lo, hi = bounds[tp]
+                if tp not in wanted:
+                    out[tp] = lo if default == EARLIEST else hi
+                elif found.get(tp, -1) >= 0:
+                    out[tp] = found[tp]
+                elif starting and self.options.timestamp_strategy != "latest":
+                    raise Errors.IllegalArgumentError(
+                        f"{tp}: no record at or after the starting timestamp {wanted[tp]}; set "
+                        "startingOffsetsByTimestampStrategy=latest to start at the end instead"
+                    )
+                else:
+                    out[tp] = hi
+            return out
+        out = {}
         for tp in tps:
             if spec == "earliest":
                 want = EARLIEST
@@ -236,7 +265,7 @@ async def plan_batch(options: KafkaOptions) -> list[OffsetRange]:
     async with PlanningClient(options) as pc:
         tps = await pc.topic_partitions()
         bounds = await pc.bounds(tps)
-        starts = await pc.resolve(tps, options.starting, bounds, default=EARLIEST)
+        starts = await pc.resolve(tps, options.starting, bounds, default=EARLIEST, starting=True)
         ends = await pc.resolve(tps, options.ending, bounds, default=LATEST)
     ranges = []
     for tp in tps:

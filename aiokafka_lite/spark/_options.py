@@ -8,7 +8,11 @@ lower case; they are matched case-insensitively here too):
   (JSON ``{"topic": [0, 1]}``) for reads.
 * ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or JSON
   ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest); ``startingTimestamp`` /
-  ``endingTimestamp`` (ms since the epoch, for every partition).
+  ``endingTimestamp`` (ms since the epoch, for every partition) and
+  ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (JSON
+  ``{"topic": {"0": ms}}``). As in Spark, a global timestamp wins over the per-partition JSON,
+  which wins over the offsets; a starting timestamp no record reaches fails the query unless
+  ``startingOffsetsByTimestampStrategy`` is ``latest``; an ending one means the end.
 * ``maxOffsetsPerTrigger``, ``minPartitions``, ``includeHeaders``, ``failOnDataLoss``,
   ``kafkaConsumer.pollTimeoutMs``.
 * ``topic`` for writes (else a ``topic`` column per row).
@@ -16,9 +20,12 @@ lower case; they are matched case-insensitively here too):
   same meaning (``kafka.compression.type`` -> ``compression_type``, ``kafka.batch.size`` ->
   ``max_batch_size``, ...). Numbers and ``true``/``false`` are converted. Options that would
   ``kafka.ssl.cafile`` / ``certfile`` / ``keyfile`` / ``password`` (PEM files, read where the
-  client is created) make the TLS context. Unknown names are refused. Options that would
-  break the data source's own offset handling (``group.id``, ``auto.offset.reset``,
-  ``enable.auto.commit``, (de)serializers) are refused, as Spark does.
+  client is created) make the TLS context. ``kafka.sasl.jaas.config`` of Kafka's
+  ``PlainLoginModule`` / ``ScramLoginModule`` gives the SASL user and password. Unknown names
+  are refused. Options that would break the data source's own offset handling
+  (``auto.offset.reset``, ``enable.auto.commit``, (de)serializers, interceptors) are refused,
+  as Spark does; ``kafka.group.id`` is accepted and unused (the data source never joins a
+  group nor commits, so the name has nothing to do).
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ __all__ = [
 EARLIEST = -2
 LATEST = -1
 
-#: ``"earliest"`` / ``"latest"`` / ``{"topic": {partition: offset}}`` / ``("timestamp", ms)``.
+#: ``"earliest"`` / ``"latest"`` / ``{"topic": {partition: offset}}`` / ``("timestamp", ms)`` /
+#: ``("timestamps", {"topic": {partition: ms}})``.
 OffsetSpec = Any
 
 # Java config name -> keyword argument, where the names differ beyond dots vs underscores.
@@ -54,14 +62,21 @@ _RENAMED = {
     "sasl.password": "sasl_plain_password",
 }
 _REFUSED = {
-    "group.id": "the data source tracks offsets itself and never joins a consumer group",
     "auto.offset.reset": "use startingOffsets / endingOffsets instead",
     "enable.auto.commit": "the data source never commits offsets to Kafka",
     "key.serializer": "keys are written as bytes (cast the column to string or binary)",
     "value.serializer": "values are written as bytes (cast the column to string or binary)",
     "key.deserializer": "keys are always read as bytes (cast the column in Spark)",
     "value.deserializer": "values are always read as bytes (cast the column in Spark)",
+    "interceptor.classes": "interceptors could change records behind the data source's back",
 }
+# Accepted for compatibility with Spark's source and not used.
+_IGNORED = {"group.id"}
+# ``LoginModule required username="u" password="p";`` (single or double quotes)
+_JAAS_MODULE = re.compile(
+    r"^\s*[\w.$]+\s+(required|requisite|sufficient|optional)\b(.*?);?\s*$", re.S
+)
+_JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s;]+))""")
 
 
 def _convert(value: str) -> Any:
@@ -81,7 +96,11 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
         if not key.startswith("kafka."):
             continue
         name = key[len("kafka.") :]
-        if name == "bootstrap.servers":
+        if name == "bootstrap.servers" or name in _IGNORED:
+            continue
+        if name == "sasl.jaas.config":
+            for arg, cred in _jaas_credentials(raw).items():
+                out.setdefault(arg, cred)
             continue
         if name in _REFUSED:
             raise IllegalArgumentError(
@@ -94,6 +113,26 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
         elif kwarg == "acks" and value == "all":
             value = -1
         out[kwarg] = value
+    return out
+
+
+def _jaas_credentials(text: str) -> dict[str, str]:
+    """``username`` / ``password`` of a one-module JAAS line, as the SASL keyword arguments."""
+    match = _JAAS_MODULE.match(text)
+    if match is None:
+        raise IllegalArgumentError(
+            'kafka.sasl.jaas.config: expected \'<LoginModule> required username="..." '
+            'password="...";\''
+        )
+    found: dict[str, str] = {}
+    for name, dq, sq, bare in _JAAS_OPTION.findall(match.group(2)):
+        value = dq or sq or bare
+        found[name] = re.sub(r"\\(.)", r"\1", value) if (dq or sq) else value
+    out = {}
+    if "username" in found:
+        out["sasl_plain_username"] = found["username"]
+    if "password" in found:
+        out["sasl_plain_password"] = found["password"]
     return out
 
 
@@ -130,18 +169,37 @@ def _parse_assign(text: str) -> dict[str, list[int]]:
         ) from exc
 
 
-def _offset_spec(opts: Mapping[str, str], name: str, ts_name: str, default: str) -> OffsetSpec:
+# Spark's spelling of the options read in lower case, for messages.
+_DISPLAY = {
+    n.lower(): n
+    for n in (
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+    )
+}
+
+
+def _offset_spec(
+    opts: Mapping[str, str], name: str, by_ts_name: str, ts_name: str, default: str
+) -> OffsetSpec:
+    """Spark's order: the global timestamp, else per-partition timestamps, else offsets."""
     if ts_name in opts:
         try:
-            return ("timestamp", int(opts[ts_name]))
+            return ("timestamp", int(opts[ts_name].strip()))
         except ValueError as exc:
             raise IllegalArgumentError(
-                f"{ts_name}: expected milliseconds, got {opts[ts_name]!r}"
+                f"{_DISPLAY[ts_name]}: expected milliseconds, got {opts[ts_name]!r}"
             ) from exc
+    if by_ts_name in opts:
+        return ("timestamps", parse_offsets_json(opts[by_ts_name], _DISPLAY[by_ts_name]))
     text = opts.get(name, default).strip()
     if text.lower() in ("earliest", "latest"):
         return text.lower()
-    return parse_offsets_json(text, name)
+    return parse_offsets_json(text, _DISPLAY[name])
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
@@ -178,6 +236,8 @@ class KafkaOptions:
     assign: dict[str, list[int]] | None = None
     starting: OffsetSpec = "earliest"
     ending: OffsetSpec = "latest"
+    #: ``startingOffsetsByTimestampStrategy``: ``error`` or ``latest``.
+    timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     include_headers: bool = False
@@ -211,14 +271,34 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
                 f"subscribePattern: invalid regex {pattern!r}: {exc}"
             ) from exc
     assign = _parse_assign(opts["assign"]) if "assign" in opts else None
-    if streaming and ("endingoffsets" in opts or "endingtimestamp" in opts):
-        raise IllegalArgumentError("endingOffsets / endingTimestamp are for batch queries only")
+    ending_names = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+    if streaming and any(n in opts for n in ending_names):
+        raise IllegalArgumentError(
+            "endingOffsets / endingTimestamp / endingOffsetsByTimestamp are for batch queries only"
+        )
     starting = _offset_spec(
-        opts, "startingoffsets", "startingtimestamp", "latest" if streaming else "earliest"
+        opts,
+        "startingoffsets",
+        "startingoffsetsbytimestamp",
+        "startingtimestamp",
+        "latest" if streaming else "earliest",
     )
-    ending = _offset_spec(opts, "endingoffsets", "endingtimestamp", "latest")
+    ending = _offset_spec(
+        opts, "endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp", "latest"
+    )
     if not streaming and starting == "latest":
         raise IllegalArgumentError("startingOffsets='latest' is not allowed in a batch query")
+    if (
+        not streaming
+        and isinstance(starting, dict)
+        and any(o == LATEST for ps in starting.values() for o in ps.values())
+    ):
+        raise IllegalArgumentError("startingOffsets: -1 (latest) is not allowed in a batch query")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise IllegalArgumentError(
+            f"startingOffsetsByTimestampStrategy: expected error or latest, got {strategy!r}"
+        )
     if ending == "earliest":
         raise IllegalArgumentError("endingOffsets='earliest' is not allowed")
     if isinstance(ending, dict) and any(
@@ -234,6 +314,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
         assign=assign,
         starting=starting,
         ending=ending,
+        timestamp_strategy=strategy,
         max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger"),
         min_partitions=_positive_int(opts, "minpartitions"),
         include_headers=_bool(opts, "includeheaders", False),

@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from aiokafka_lite import sync
+from aiokafka_lite.errors import IllegalArgumentError
 from aiokafka_lite.spark._io import read_range, read_schema_ddl, write_batches
 from aiokafka_lite.spark._offsets import (
     OffsetRange,
@@ -220,7 +221,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             async with PlanningClient(self.options) as pc:
                 tps = await pc.topic_partitions()
                 bounds = await pc.bounds(tps)
-                return await pc.resolve(tps, self.options.starting, bounds, default=EARLIEST)
+                return await pc.resolve(
+                    tps, self.options.starting, bounds, default=EARLIEST, starting=True
+                )
 
         return _to_json(sync.run(resolve(), timeout=PLAN_TIMEOUT_S))
 
@@ -319,6 +322,11 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(self._parse(True, read=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if overwrite:  # as Spark's own Kafka sink: records can be appended, never replaced
+            raise IllegalArgumentError(
+                "save mode 'overwrite' is not supported: Kafka topics can only be appended to "
+                "(use mode 'append')"
+            )
         return KafkaBatchWriter(self._parse(False, read=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
