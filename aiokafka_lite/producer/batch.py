@@ -17,6 +17,7 @@ from contextvars import Context, copy_context
 from operator import itemgetter
 from typing import Any, NamedTuple, overload
 
+from aiokafka_lite.records.batch_builder import encoded_headers
 from aiokafka_lite.structs import RecordMetadata, TopicPartition
 
 __all__ = [
@@ -38,9 +39,8 @@ def estimate_record_size(key: bytes | None, value: bytes | None, headers: Header
     size = _RECORD_OVERHEAD + (len(key) if key is not None else 0)
     if value is not None:
         size += len(value)
-    if headers:
-        for hk, hv in headers:
-            size += len(hk) * 3 + 10 + (len(hv) if hv is not None else 0)
+    if headers:  # their exact encoded size, cached by content (see encoded_headers)
+        size += len(encoded_headers(headers))
     return size
 
 
