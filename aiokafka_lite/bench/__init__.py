@@ -5,13 +5,14 @@ Runs aiokafka_lite, aiokafka, confluent-kafka and kafka-python through the same 
 medians and ratios. See :mod:`aiokafka_lite.bench.engine` for the method.
 """
 
-from .config import CLIENTS, KINDS, PRODUCE_APIS, RunConfig, parse_clients
+from .config import CLIENTS, CONSUME_APIS, KINDS, PRODUCE_APIS, RunConfig, parse_clients
 from .engine import BenchError, BenchOptions, run_benchmark
 from .progress import make_progress
 from .report import markdown_table, print_summary, write_json
 
 __all__ = [
     "CLIENTS",
+    "CONSUME_APIS",
     "KINDS",
     "PRODUCE_APIS",
     "BenchError",

@@ -11,6 +11,7 @@ __all__ = [
     "CLIENT_ALIASES",
     "KINDS",
     "PRODUCE_APIS",
+    "CONSUME_APIS",
     "CODECS",
     "RunConfig",
     "canonical_client",
@@ -34,10 +35,15 @@ CLIENT_ALIASES = {
     "kafka": "kafka-python",
 }
 KINDS = ("produce", "consume", "roundtrip")
-#: produce APIs: ``send`` = pipelined per-record send(); ``wait`` = send_and_wait() per record;
-#: ``batch`` = create_batch/send_batch; ``many`` = send_many() in chunks of 1000 (peers without
-#: a bulk API run their send loop instead, and the table says so).
-PRODUCE_APIS = ("send", "wait", "batch", "many")
+#: produce APIs: ``send`` = pipelined per-record send(), handles dropped, then flush() (fire and
+#: forget); ``gather`` = ``futs.append(await send(...))`` per record, then
+#: ``await asyncio.gather(*futs)`` (the common application pattern); ``wait`` = send_and_wait()
+#: per record; ``batch`` = create_batch/send_batch; ``many`` = send_many() in chunks of 1000
+#: (peers without a bulk API run their send loop instead, and the table says so).
+PRODUCE_APIS = ("send", "gather", "wait", "batch", "many")
+#: consume APIs: ``getmany`` = ``await getmany()`` in a loop; ``iter`` = ``async for record in
+#: consumer`` (one record at a time). Peers run their idiomatic equivalent.
+CONSUME_APIS = ("getmany", "iter")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -79,7 +85,9 @@ class RunConfig:
     linger_ms: int = 5
     batch_size: int = 16384
     concurrency: int = 1
-    api: str = "send"
+    api: str = "send"  # produce: one of PRODUCE_APIS; consume: one of CONSUME_APIS
+    keys: bool = False  # produce: every record gets a key (256 distinct 8-byte keys)
+    headers: bool = False  # produce: every record gets two headers (see worker.HEADERS)
     latency_samples: int = 20_000
     timeout_s: float = 300.0
     progress_interval_s: float = 0.1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .admin import create_topic, delete_topic
-from .config import CLIENTS, RunConfig
+from .config import CLIENTS, CONSUME_APIS, PRODUCE_APIS, RunConfig
 from .progress import ProgressUI
 from .stats import RESULT_METRICS, median_or_none
 from .worker import PREFIX_ERROR, PREFIX_PROGRESS, PREFIX_RESULT
@@ -52,7 +52,9 @@ class BenchOptions:
     linger_ms: int | None = None  # None: 0 for api=wait, else 5
     batch_size: int = 16384
     concurrency: int | None = None  # None: 1 (produce), 100 (roundtrip window)
-    api: str = "send"
+    api: str = "send"  # consume: "getmany" or "iter" (anything else means getmany)
+    keys: bool = False
+    headers: bool = False
     rounds: int = 1
     bootstrap: str | None = None
     broker_kind: str = (
@@ -68,6 +70,9 @@ class BenchOptions:
         linger = self.linger_ms
         if linger is None:
             linger = 0 if (self.kind == "produce" and self.api == "wait") else 5
+        api = self.api
+        if self.kind == "consume" and api not in CONSUME_APIS:
+            api = "getmany"
         concurrency = self.concurrency
         if concurrency is None:
             concurrency = 100 if self.kind == "roundtrip" else 1
@@ -84,7 +89,9 @@ class BenchOptions:
             linger_ms=linger,
             batch_size=self.batch_size,
             concurrency=concurrency,
-            api=self.api,
+            api=api,
+            keys=self.keys,
+            headers=self.headers,
             timeout_s=self.timeout_s,
             loop=self.loop,
         )
@@ -226,7 +233,7 @@ async def _run_all(opts: BenchOptions, bootstrap: str, ui: ProgressUI) -> list[d
         shared_topic = _topic("consume", "data")
         await create_topic(bootstrap, shared_topic, opts.partitions)
         fill = opts.run_config(opts.populate_client, bootstrap, shared_topic)
-        fill = replace(fill, kind="produce", api="send", concurrency=1)
+        fill = replace(fill, kind="produce", api="send", concurrency=1, keys=False, headers=False)
         await run_worker(fill, ui, f"fill {shared_topic} ({opts.populate_client})")
         # one unmeasured read first: the broker's caches are then equally warm for every client
         warm = opts.run_config(opts.populate_client, bootstrap, shared_topic)
@@ -235,15 +242,15 @@ async def _run_all(opts: BenchOptions, bootstrap: str, ui: ProgressUI) -> list[d
         for round_no in range(opts.rounds):
             for client in _order(opts.clients, round_no):
                 label = f"{round_no + 1}/{opts.rounds} {client:<13} {opts.kind}"
-                if opts.kind == "produce":
-                    label += f"/{opts.api}"
+                if opts.kind in ("produce", "consume"):
+                    label += f"/{opts.run_config(client, bootstrap, '-').api}"
                 topic = shared_topic or _topic(opts.kind, client.replace("_", "-"))
                 if shared_topic is None:
                     await create_topic(bootstrap, topic, opts.partitions)
                 try:
                     cfg = opts.run_config(client, bootstrap, topic)
                     if opts.profile_dir and client == "aiokafka_lite":
-                        tag = opts.kind + (f"-{opts.api}" if opts.kind == "produce" else "")
+                        tag = opts.kind + (f"-{cfg.api}" if opts.kind != "roundtrip" else "")
                         path = Path(opts.profile_dir) / f"{tag}-{client}-r{round_no + 1}.prof"
                         path.parent.mkdir(parents=True, exist_ok=True)
                         cfg = replace(cfg, profile_path=str(path.resolve()))
@@ -313,6 +320,10 @@ def validate(opts: BenchOptions) -> None:
         raise BenchError("--size must not be negative")
     if opts.kind == "roundtrip" and opts.size < 12:
         raise BenchError("roundtrip records carry a 12-byte stamp: --size must be at least 12")
+    if opts.kind == "produce" and opts.api not in PRODUCE_APIS:
+        raise BenchError(f"unknown produce api {opts.api!r}; expected one of {PRODUCE_APIS}")
+    if opts.kind == "consume" and opts.api not in (*CONSUME_APIS, "send"):
+        raise BenchError(f"unknown consume api {opts.api!r}; expected one of {CONSUME_APIS}")
     if opts.loop not in ("asyncio", "uvloop"):
         raise BenchError(f"unknown event loop {opts.loop!r}")
     if opts.loop == "uvloop":

@@ -50,7 +50,10 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
 def title(report: dict[str, Any]) -> str:
     """``produce (send): 100,000 x 100 B, 1 partition ... on embedded tansu, 2 cores``."""
     cfg = report["config"]
-    kind = report["kind"] + (f" ({cfg['api']})" if report["kind"] == "produce" else "")
+    kind = report["kind"]
+    if kind == "produce" or (kind == "consume" and cfg.get("api") in ("getmany", "iter")):
+        kind += f" ({cfg['api']}" + (", keys" if cfg.get("keys") else "")
+        kind += (", headers" if cfg.get("headers") else "") + ")"
     machine = report["machine"]
     extra = f", window {cfg['concurrency']}" if report["kind"] == "roundtrip" else ""
     if cfg.get("loop", "asyncio") != "asyncio":

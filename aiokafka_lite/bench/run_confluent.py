@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from .config import RunConfig
-from .worker import STAMP_TAG, Progress, value_pool
+from .worker import HEADERS, STAMP_TAG, Progress, key_pool, value_pool
 
 __all__ = ["run"]
 
@@ -106,6 +106,8 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                 raise TimeoutError("record not delivered within 30 s")
             lat.append(perf() - t0)
             progress.done = i + 1
+    elif cfg.api == "gather":  # one delivery callback per record stands for its future
+        _produce_each_reported(cfg, producer, values, progress, deadline)
     else:
         if cfg.api in ("batch", "many"):
             note = "no bulk API: produce() loop"
@@ -136,6 +138,46 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     return {"records": cfg.records, "elapsed_s": elapsed, "cpu_s": cpu_s, "note": note}
 
 
+def _produce_each_reported(
+    cfg: RunConfig, producer: Any, values: list[bytes], progress: Progress, deadline: float
+) -> None:
+    """confluent-kafka's form of the gather pattern: ``produce(..., on_delivery=cb)`` for every
+    record (the callback checks each outcome, as gathering the futures does), then ``flush()``."""
+    topic = cfg.topic
+    keys = key_pool() if cfg.keys else None
+    headers = HEADERS if cfg.headers else None
+    produce = producer.produce
+    poll = producer.poll
+    failed: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    for i in range(cfg.records):
+        kwargs: dict[str, Any] = {"on_delivery": delivered}
+        if keys is not None:
+            kwargs["key"] = keys[i & 255]
+        if headers is not None:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                produce(topic, values[i & 255], **kwargs)
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry
+                poll(0.005)
+                if time.monotonic() > deadline:
+                    raise TimeoutError("producer queue stayed full") from None
+        if not i & 127:
+            poll(0)
+            progress.done = i
+    remaining = producer.flush(max(1.0, deadline - time.monotonic()))
+    if remaining:
+        raise TimeoutError(f"{remaining} records not delivered in time")
+    for err in failed:
+        progress.error(str(err))
+
+
 def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     consumer = _consumer(cfg)
     try:
@@ -145,6 +187,21 @@ def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         deadline = time.monotonic() + cfg.timeout_s
         started = time.perf_counter()
         cpu0 = time.process_time()  # every thread of the process
+        while cfg.api == "iter" and count < cfg.records:  # one message per poll()
+            msg = consumer.poll(1.0)
+            if msg is not None:
+                if msg.error() is not None:
+                    if msg.error().code() == -191:  # _PARTITION_EOF (only if enabled)
+                        continue
+                    raise RuntimeError(str(msg.error()))
+                value = msg.value()
+                if value is not None:
+                    nbytes += len(value)
+                count += 1
+                if not count & 1023:
+                    progress.done = count
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumed {count} of {cfg.records} records in time")
         while count < cfg.records:
             for msg in consumer.consume(num_messages=1000, timeout=1.0):
                 if msg.error() is not None:

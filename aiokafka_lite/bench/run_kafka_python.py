@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from .config import RunConfig
-from .worker import STAMP_TAG, Progress, value_pool
+from .worker import HEADERS, STAMP_TAG, Progress, key_pool, value_pool
 
 __all__ = ["run"]
 
@@ -75,6 +75,19 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                 producer.send(topic, values[i & 255]).get(timeout=30)
                 lat.append(perf() - t0)
                 progress.done = i + 1
+        elif cfg.api == "gather":  # keep every future, flush, then get() each outcome
+            keys = key_pool() if cfg.keys else None
+            headers = HEADERS if cfg.headers else None
+            send = producer.send
+            futs = []
+            for i in range(cfg.records):
+                key = keys[i & 255] if keys is not None else None
+                futs.append(send(topic, values[i & 255], key=key, headers=headers))
+                if not i & 1023:
+                    progress.done = i
+            producer.flush(timeout=cfg.timeout_s)
+            for fut in futs:
+                fut.get(timeout=30)
         else:
             if cfg.api in ("batch", "many"):
                 note = "no bulk API: send() loop"
@@ -108,6 +121,16 @@ def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         deadline = time.monotonic() + cfg.timeout_s
         started = time.perf_counter()
         cpu0 = time.process_time()  # every thread of the process
+        if cfg.api == "iter":  # the consumer's own iterator, one record at a time
+            for record in consumer:
+                value = record.value
+                if value is not None:
+                    nbytes += len(value)
+                count += 1
+                if not count & 1023:
+                    progress.done = count
+                if count >= cfg.records or time.monotonic() > deadline:
+                    break
         while count < cfg.records:
             for records in consumer.poll(timeout_ms=1000).values():
                 for record in records:

@@ -23,7 +23,7 @@ from typing import Any
 from .config import RunConfig
 from .stats import latency_summary
 
-__all__ = ["Progress", "value_pool", "run_config", "main"]
+__all__ = ["HEADERS", "Progress", "key_pool", "value_pool", "run_config", "main"]
 
 PREFIX_PROGRESS = "@@P "
 PREFIX_RESULT = "@@R "
@@ -56,6 +56,15 @@ def value_pool(size: int, count: int = 256, seed: int = 7) -> list[bytes]:
         raw = rng.randbytes((size + 1) // 2).hex().encode()
         out.append(raw[:size])
     return out
+
+
+def key_pool(count: int = 256) -> list[bytes]:
+    """``count`` distinct 8-byte keys (``--keys`` runs cycle through them)."""
+    return [b"key-%04d" % i for i in range(count)]
+
+
+#: The headers of every record in ``--headers`` runs: two small headers, as tracing adds.
+HEADERS: list[tuple[str, bytes]] = [("trace-id", b"0af7651916cd43dd"), ("source", b"bench")]
 
 
 def peak_rss_mb() -> float:

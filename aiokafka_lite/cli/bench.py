@@ -66,10 +66,18 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    help="produce: concurrent sender tasks (default 1); roundtrip: records in flight "
                    "(default 100)")  # fmt: skip
     if kind == "produce":
-        g.add_argument("--api", choices=("send", "wait", "batch", "many"), default="send",
-                       help="send: pipelined send(); wait: send_and_wait() each; batch: "
+        g.add_argument("--api", choices=("send", "gather", "wait", "batch", "many"),
+                       default="send",
+                       help="send: pipelined send(), then flush(); gather: keep every send() "
+                       "future, then gather them; wait: send_and_wait() each; batch: "
                        "create_batch/send_batch; many: send_many() 1000 at a time "
                        "(default: %(default)s)")  # fmt: skip
+        g.add_argument("--keys", action="store_true", help="give every record a key")
+        g.add_argument("--headers", action="store_true", help="give every record two headers")
+    if kind == "consume":
+        g.add_argument("--api", choices=("getmany", "iter"), default="getmany",
+                       help="getmany: getmany() in a loop; iter: async for, one record at a "
+                       "time (default: %(default)s)")  # fmt: skip
     r = p.add_argument_group("run")
     r.add_argument("--compare", default=None, metavar="CLIENTS",
                    help="also run these clients, comma separated: aiokafka, confluent, kafka-python "
@@ -124,6 +132,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
         batch_size=args.batch_size,
         concurrency=args.concurrency,
         api=getattr(args, "api", "send"),
+        keys=getattr(args, "keys", False),
+        headers=getattr(args, "headers", False),
         rounds=rounds,
         bootstrap=args.bootstrap,
         broker_kind=args.broker,

