@@ -424,7 +424,7 @@ class Coordinator(OffsetsMixin):
         if getattr(joined, "skip_assignment", False):
             # KIP-814: a static leader replacing itself in a stable group; the broker keeps
             # the current assignment and ignores any sent
-            return []
+            return {}
         result = assignor.assign(self._client.cluster, members)
         log.info(
             "group %s leader: assigned %s",
