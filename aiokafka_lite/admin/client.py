@@ -386,56 +386,67 @@ class AIOKafkaAdminClient:
         group_coordinator_id: int | None = None,
         include_authorized_operations: bool = False,
     ) -> list[R.DescribeGroupsResponse]:
-        """Describe groups (at their coordinators, or at ``group_coordinator_id``).
+        """Describe groups (at their coordinators, or all at ``group_coordinator_id``).
 
-        Returns a list with one DescribeGroupsResponse holding every group:
-        ``groups`` is ``[(error_code, group, state, protocol_type, protocol, members)]``
-        (plus ``authorized_operations`` when asked for), members being
+        As aiokafka: one DescribeGroupsResponse per coordinator node, whose ``groups`` is
+        ``[(error_code, group, state, protocol_type, protocol, members)]`` (plus
+        ``authorized_operations`` when asked for), members being
         ``(member_id, client_id, client_host, member_metadata, member_assignment)``.
+        Group errors such as GROUP_ID_NOT_FOUND are in ``error_code``, not raised.
         """
-        found = await group_ops.describe_groups(
-            self._client,
-            group_ids,
-            include_authorized_operations=include_authorized_operations,
-            coordinator=group_coordinator_id,
-        )
-        groups: list[R.DescribedGroup | R.DescribedGroupWithOperations] = []
+        by_node: dict[int, list[str]] = {}
         for gid in dict.fromkeys(group_ids):
-            d = found.get(gid)
-            if isinstance(d, ItemError):
-                raise d.exception(f"DescribeGroups of {gid!r}")
-            if d is None:
-                continue
-            members = [
-                R.GroupMember(
-                    mb.member_id,
-                    mb.client_id,
-                    mb.client_host,
-                    mb.member_metadata,
-                    mb.member_assignment,
-                )
-                for mb in d.members
-            ]
-            code = d.error.code if d.error is not None else 0
-            if include_authorized_operations:
-                groups.append(
-                    R.DescribedGroupWithOperations(
-                        code,
-                        d.group_id,
-                        d.state,
-                        d.protocol_type,
-                        d.protocol,
-                        members,
-                        d.authorized_operations,
-                    )
-                )
-            else:
-                groups.append(
-                    R.DescribedGroup(
-                        code, d.group_id, d.state, d.protocol_type, d.protocol, members
-                    )
-                )
-        return [R.DescribeGroupsResponse(throttle_time_ms=0, groups=groups)]
+            node = group_coordinator_id
+            if node is None:
+                node = await self.find_coordinator(gid)
+            by_node.setdefault(node, []).append(gid)
+
+        async def one(node: int, gids: list[str]) -> R.DescribeGroupsResponse:
+            found = await group_ops.describe_groups(
+                self._client,
+                gids,
+                include_authorized_operations=include_authorized_operations,
+                coordinator=node,
+            )
+            return R.DescribeGroupsResponse(
+                throttle_time_ms=0,
+                groups=[
+                    self._described(d, gid, include_authorized_operations)
+                    for gid in gids
+                    if (d := found.get(gid)) is not None
+                ],
+            )
+
+        return list(await asyncio.gather(*(one(n, g) for n, g in by_node.items())))
+
+    @staticmethod
+    def _described(
+        d: group_ops.GroupDescription | ItemError, gid: str, with_operations: bool
+    ) -> R.DescribedGroup | R.DescribedGroupWithOperations:
+        if isinstance(d, ItemError):
+            raise d.exception(f"DescribeGroups of {gid!r}")
+        members = [
+            R.GroupMember(
+                mb.member_id,
+                mb.client_id,
+                mb.client_host,
+                mb.member_metadata,
+                mb.member_assignment,
+            )
+            for mb in d.members
+        ]
+        code = d.error.code if d.error is not None else 0
+        if with_operations:
+            return R.DescribedGroupWithOperations(
+                code,
+                d.group_id,
+                d.state,
+                d.protocol_type,
+                d.protocol,
+                members,
+                d.authorized_operations,
+            )
+        return R.DescribedGroup(code, d.group_id, d.state, d.protocol_type, d.protocol, members)
 
     async def list_consumer_groups(
         self, broker_ids: list[int] | None = None

@@ -143,6 +143,12 @@ def _retriable_exc(exc: BaseException) -> bool:
 
 async def _gather(calls: Iterable[Awaitable[R]]) -> list[R | BaseException]:
     """Run ``calls`` together; KafkaErrors come back as values, anything else is raised."""
+    calls = list(calls)
+    if len(calls) == 1:  # the common single-broker case: no task per call
+        try:
+            return [await calls[0]]
+        except Errors.KafkaError as exc:
+            return [exc]
     results = await asyncio.gather(*calls, return_exceptions=True)
     for res in results:
         if isinstance(res, BaseException) and not isinstance(res, Errors.KafkaError):
