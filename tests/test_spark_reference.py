@@ -420,3 +420,16 @@ async def test_compressed_writes_read_identically(spark, kafka_bootstrap, new_to
         for reader in FORMATS:
             got = _written(spark, reader, kafka_bootstrap, topics[writer])
             assert _anonymous(got, topics[writer]) == ref, (writer, reader)
+
+
+async def test_log_append_time_reads_identically(spark, broker, kafka_bootstrap, new_topic):
+    """timestamp / timestampType of a LogAppendTime topic (the broker's clock, type 1)."""
+    topic = await new_topic(partitions=1, configs={"message.timestamp.type": "LogAppendTime"})
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, timestamp_ms=1000) for i in range(5)]
+    )
+    ref, ours = _both(spark, kafka_bootstrap, subscribe=topic)
+    if broker.kind != "apache" and all(r[6] == 0 for r in ref):
+        pytest.skip(f"[{broker.kind}] the topic config message.timestamp.type is not honoured")
+    assert [r[6] for r in ref] == [1] * 5
+    assert ours == ref
