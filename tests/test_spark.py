@@ -352,3 +352,34 @@ def test_rate_limit_is_proportional_and_exact():
     assert all(start[tp] <= limited[tp] <= latest[tp] for tp in start)
     assert limited[a] - start[a] > limited[b] - start[b]
     assert rate_limit(start, latest, 1000) == latest
+
+
+def test_spark_option_forms_are_parsed():
+    """Option forms written for Spark's connector: timestamp precedence, JAAS, strategy."""
+    base = {"kafka.bootstrap.servers": "h:1"}
+    by_ts = '{"t": {"0": 1000, "1": 2000}}'
+    opts = parse_options(
+        {**base, "startingOffsetsByTimestamp": by_ts, "startingOffsets": "earliest"}
+    )
+    assert opts.starting == ("timestamps", {"t": {0: 1000, 1: 2000}})
+    opts = parse_options({**base, "startingTimestamp": "5", "startingOffsetsByTimestamp": by_ts})
+    assert opts.starting == ("timestamp", 5) and opts.timestamp_strategy == "error"
+    opts = parse_options(
+        {**base, "endingOffsetsByTimestamp": by_ts, "startingOffsetsByTimestampStrategy": "LATEST"}
+    )
+    assert opts.ending == ("timestamps", {"t": {0: 1000, 1: 2000}})
+    assert opts.timestamp_strategy == "latest"
+    with pytest.raises(errors.IllegalArgumentError, match="Strategy"):
+        parse_options({**base, "startingOffsetsByTimestampStrategy": "earliest"})
+    with pytest.raises(errors.IllegalArgumentError, match="batch"):
+        parse_options({**base, "endingOffsetsByTimestamp": by_ts}, streaming=True)
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username=\'bob\' password="p@ss \\"word\\"";'
+    )
+    assert parse_options({**base, "kafka.sasl.jaas.config": jaas}).client == {
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": 'p@ss "word"',
+    }
+    with pytest.raises(errors.IllegalArgumentError, match="jaas"):
+        parse_options({**base, "kafka.sasl.jaas.config": "nonsense"})

@@ -347,3 +347,89 @@ async def test_transactional_topic_reads_are_identical(spark, kafka_bootstrap, n
         )
         assert len(ref) == (24 if isolation == "read_uncommitted" else 18)
         assert ours == ref, isolation
+
+
+async def test_streaming_is_identical(spark, kafka_bootstrap, new_topic, tmp_path):
+    """readStream (availableNow, maxOffsetsPerTrigger) and writeStream with either format."""
+    src = await new_topic(partitions=2)
+    await _produce(
+        kafka_bootstrap,
+        src,
+        [dict(key=b"k%d" % i, value=b"v%d" % i, partition=i % 2) for i in range(40)],
+    )
+    batches: dict[str, list[list[tuple[Any, ...]]]] = {fmt: [] for fmt in FORMATS}
+    sinks = {fmt: await new_topic(partitions=2, name=f"{src}-{fmt}") for fmt in FORMATS}
+    for fmt in FORMATS:
+
+        def collect(df: Any, batch_id: int, fmt: str = fmt) -> None:
+            batches[fmt].append(_rows(df))
+
+        stream = (
+            spark.readStream.format(fmt)
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("subscribe", src)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "10")
+            .load()
+        )
+        queries = [
+            stream.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / f"{fmt}-batches"))
+            .trigger(availableNow=True)
+            .start(),
+            stream.selectExpr("key", "upper(cast(value as string)) as value", "partition")
+            .writeStream.format(fmt)
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("topic", sinks[fmt])
+            .option("checkpointLocation", str(tmp_path / f"{fmt}-copy"))
+            .trigger(availableNow=True)
+            .start(),
+        ]
+        for q in queries:
+            assert q.awaitTermination(180), f"{fmt}: the availableNow query did not finish"
+            assert q.exception() is None
+    ref = [r for b in batches["kafka"] for r in b]
+    assert len(ref) == 40
+    assert [r for b in batches["aiokafka_lite"] for r in b] == ref
+    assert [len(b) for b in batches["aiokafka_lite"] if b] == [
+        len(b) for b in batches["kafka"] if b
+    ]
+    copies = {
+        fmt: [r[:2] + r[3:5] for r in _rows(_load(spark, "kafka", kafka_bootstrap, subscribe=t))]
+        for fmt, t in sinks.items()
+    }
+    assert len(copies["kafka"]) == 40
+    assert copies["aiokafka_lite"] == copies["kafka"]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+async def test_compressed_writes_read_identically(spark, kafka_bootstrap, new_topic, codec):
+    """kafka.compression.type: batches compressed by either writer (Java's codecs or ours) read
+    back the same with either reader."""
+    topics = {
+        fmt: await new_topic(partitions=1, name=f"{fmt}-{codec}-{time.time_ns()}")
+        for fmt in FORMATS
+    }
+    rows = [(f"k{i}", "compressible " * (i % 13) + str(i)) for i in range(300)]
+    df = spark.createDataFrame(rows, "key string, value string").coalesce(1)
+    for fmt, topic in topics.items():
+        _write(df, fmt, kafka_bootstrap, topic=topic, **{"kafka.compression.type": codec})
+    ref = _anonymous(_written(spark, "kafka", kafka_bootstrap, topics["kafka"]), topics["kafka"])
+    assert len(ref) == 300
+    for writer in FORMATS:
+        for reader in FORMATS:
+            got = _written(spark, reader, kafka_bootstrap, topics[writer])
+            assert _anonymous(got, topics[writer]) == ref, (writer, reader)
+
+
+async def test_log_append_time_reads_identically(spark, broker, kafka_bootstrap, new_topic):
+    """timestamp / timestampType of a LogAppendTime topic (the broker's clock, type 1)."""
+    topic = await new_topic(partitions=1, configs={"message.timestamp.type": "LogAppendTime"})
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, timestamp_ms=1000) for i in range(5)]
+    )
+    ref, ours = _both(spark, kafka_bootstrap, subscribe=topic)
+    if broker.kind != "apache" and all(r[6] == 0 for r in ref):
+        pytest.skip(f"[{broker.kind}] the topic config message.timestamp.type is not honoured")
+    assert [r[6] for r in ref] == [1] * 5
+    assert ours == ref

@@ -47,8 +47,6 @@ QUICK_JVM_CONF = {
 
 _POM = Path(__file__).with_name("reference-pom.xml")
 _lock = threading.Lock()
-# "<artifact>-<version>.jar": the version starts at the first "-<digit>"
-_ARTIFACT = re.compile(r"^(.*?)-\d[^/]*\.jar$")
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -62,16 +60,20 @@ def _cache_dir() -> Path:
     return path
 
 
-def _pyspark_artifacts() -> set[str]:
+def _pyspark_jar_names() -> list[str]:
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    names = set()
-    for jar in jars.glob("*.jar"):
-        match = _ARTIFACT.match(jar.name)
-        if match:
-            names.add(match.group(1))
-    return names
+    return [jar.name for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")]
+
+
+def _shipped(jar: str, pyspark_jars: list[str]) -> bool:
+    """True when pyspark ships an artifact of the same name as ``jar`` (any version).
+
+    ``jar`` is a path in the Maven repository, ``.../<artifactId>/<version>/<file>.jar``.
+    """
+    artifact = Path(jar).parent.parent.name
+    pattern = re.compile(re.escape(artifact) + r"-\d")
+    return any(pattern.match(name) for name in pyspark_jars)
 
 
 def reference_available() -> str | None:
@@ -121,14 +123,10 @@ def reference_jars(version: str = SPARK_KAFKA_VERSION, *, offline: bool = False)
                 f"Maven could not resolve spark-sql-kafka {version}:\n{tail}"
             )
         classpath = tmp.read_text().strip().split(os.pathsep)
-        tmp.unlink()
-        shipped = _pyspark_artifacts()
-        jars = []
-        for path in classpath:
-            match = _ARTIFACT.match(os.path.basename(path))
-            if match is None or match.group(1) not in shipped:
-                jars.append(path)
-        out.write_text("\n".join(jars) + "\n")
+        shipped = _pyspark_jar_names()
+        jars = [p for p in classpath if p and not _shipped(p, shipped)]
+        tmp.write_text("\n".join(jars) + "\n")
+        os.replace(tmp, out)  # atomic: a concurrent process reads the old list or the new one
         return jars
 
 
