@@ -30,6 +30,8 @@ class CommitOnRevoke(ConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         assert self.consumer is not None
+        if not revoked:  # the first join: aiokafka calls the listener with nothing to revoke
+            return
         self.revoked.append(set(revoked))
         self.assignment_seen.append(self.consumer.assignment())
         if self.delay:

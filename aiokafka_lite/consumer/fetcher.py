@@ -392,7 +392,12 @@ class Fetcher:
         """ListOffsets for each partition (timestamp, or EARLIEST -2 / LATEST -1) at its
         leader, retrying leader errors until ``timeout_ms``; returns tp -> (offset, timestamp)
         with offset -1 when no record matches a timestamp."""
-        found = await offset_ops.list_offsets(
-            self._client, timestamps, isolation_level=self._isolation, timeout_ms=timeout_ms
-        )
+        try:
+            found = await offset_ops.list_offsets(
+                self._client, timestamps, isolation_level=self._isolation, timeout_ms=timeout_ms
+            )
+        except Errors.UnknownTopicOrPartitionError as exc:
+            # a partition that fresh metadata does not have: aiokafka's consumer reports it as
+            # KafkaTimeoutError (it waits for it first); the admin keeps the precise class
+            raise Errors.KafkaTimeoutError(str(exc)) from exc
         return {tp: (v.offset, v.timestamp) for tp, v in found.items()}
