@@ -499,3 +499,34 @@ async def test_idempotent_producer_sequence_error_bumps_the_epoch(
         await producer.stop()
     values = await read_values(kafka_bootstrap, topic, 21)
     assert values == [b"warm-up"] + [b"%d" % i for i in range(20)]
+
+
+async def test_cancelled_start_leaves_clients_usable(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """start() of a producer and of a consumer cancelled while the broker is silent: a later
+    start() works, and nothing keeps running after stop()."""
+    topic = await new_topic(partitions=1)
+    before = own_tasks()
+    producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=30000)
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap,
+        auto_offset_reset="earliest",
+        request_timeout_ms=30000,
+    )
+    try:
+        proxy.silent = True
+        await cancel_soon(asyncio.create_task(producer.start()))
+        await cancel_soon(asyncio.create_task(consumer.start()))
+        proxy.silent = False
+        await proxy.cut_all()
+        await asyncio.wait_for(producer.start(), 20)
+        await asyncio.wait_for(consumer.start(), 20)
+        await asyncio.wait_for(producer.send_and_wait(topic, b"after", partition=0), 20)
+        assert [r.value for r in await drain(consumer, 1)] == [b"after"]
+    finally:
+        proxy.silent = False
+        await producer.stop()
+        await consumer.stop()
+    await wait_tasks_back_to(before)
