@@ -530,3 +530,37 @@ async def test_cancelled_start_leaves_clients_usable(
         await producer.stop()
         await consumer.stop()
     await wait_tasks_back_to(before)
+
+
+# -- group membership churn ------------------------------------------------------------------
+async def test_a_member_start_costs_one_join(proxy: FaultProxy, new_topic: Any) -> None:
+    """Starting a member (static: twice, the second replacing the first) sends one successful
+    JoinGroup per start: learning the topic's metadata after SyncGroup is no reason to rejoin
+    (on Apache Kafka that re-join while Stable started a new generation every time)."""
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    group = group_name()
+    for instance in (None, "instance-1", "instance-1"):
+        joins = proxy.add(
+            Rule(API.JOIN_GROUP, "observe", times=-1, when=lambda r: not r.error_code)
+        )
+        c = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=proxy.bootstrap,
+            group_id=group if instance else group_name(),
+            group_instance_id=instance,
+            **FAST,
+        )
+        await c.start()
+        try:
+            await settle([c], tps)
+            # a few heartbeats after the sync: the spurious rejoin came before the first one
+            beats = proxy.add(Rule(API.HEARTBEAT, "observe", times=3))
+            deadline = asyncio.get_running_loop().time() + 20
+            while not beats.done.is_set():
+                assert asyncio.get_running_loop().time() < deadline, "no heartbeats"
+                await c.getmany(timeout_ms=100)
+            assert joins.hits == 1
+        finally:
+            await c.stop()
+            joins.times = 0  # retire the rule
