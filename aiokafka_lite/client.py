@@ -178,6 +178,27 @@ class KafkaClient:
         if self._closed:
             raise Errors.IllegalStateError("KafkaClient is closed")
         self._loop = asyncio.get_running_loop()
+        try:
+            await self._bootstrap_metadata()
+        except BaseException:
+            # cancelled or failed: no half-made bootstrap connection may outlive this call
+            # (a later start() would wait on it, or inherit its failure)
+            self._drop_bootstrap_conns()
+            raise
+        self._started = True
+        self._metadata.start(self._loop.time())
+
+    def _drop_bootstrap_conns(self) -> None:
+        for key, task in list(self._connecting.items()):
+            if key[0] < 0:
+                task.cancel()
+                del self._connecting[key]
+        for key, conn in list(self._conns.items()):
+            if key[0] < 0:
+                del self._conns[key]
+                conn.close(None)
+
+    async def _bootstrap_metadata(self) -> None:
         errors: list[str] = []
         for idx, (host, port) in enumerate(self._bootstrap):
             node_id = -(idx + 1)
@@ -202,8 +223,6 @@ class KafkaClient:
                 + "; ".join(errors)
                 + ")"
             )
-        self._started = True
-        self._metadata.start(self._loop.time())
 
     bootstrap = start  # aiokafka's name
 

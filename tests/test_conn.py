@@ -56,17 +56,6 @@ async def test_api_versions_negotiated(kafka_bootstrap):
         await conn.send(m.MetadataRequest(topics=[]))
 
 
-async def test_sasl_handshake_on_a_plaintext_listener_is_an_error(broker):
-    """Apache Kafka answers SaslHandshake on a PLAINTEXT listener with ILLEGAL_SASL_STATE."""
-    broker.skip_on("tansu", "noida", reason="only Apache Kafka has a separate SASL listener")
-    conn = BrokerConnection(
-        *_hostport(broker.bootstrap), security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN"
-    )
-    with pytest.raises(Errors.IllegalSaslStateError):
-        await conn.connect(timeout_ms=5000)
-    assert conn.closed
-
-
 async def test_pipelining_1000_requests_one_connection(kafka_bootstrap):
     """1,000 concurrent requests on one socket: each answer reaches its own caller."""
     conn = await _connect(*_hostport(kafka_bootstrap), max_in_flight=1000)
@@ -143,10 +132,8 @@ async def test_unsupported_version_error(kafka_bootstrap):
 async def test_connect_refused():
     from tests.fake_broker import dead_port
 
-    t0 = time.monotonic()
-    with pytest.raises(Errors.KafkaConnectionError):
-        await _connect("127.0.0.1", dead_port())
-    assert time.monotonic() - t0 < 2
+    with pytest.raises(Errors.KafkaConnectionError):  # at once: no retry loop inside connect
+        await asyncio.wait_for(_connect("127.0.0.1", dead_port()), 10)
 
 
 # ------------------------------------------------------------- failure injection
@@ -172,19 +159,14 @@ async def test_silent_server_times_out_then_fails_fast():
         conn = await _connect("127.0.0.1", fb.port, request_timeout_ms=5000)
         other = asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[]), timeout_ms=5000))
         await asyncio.sleep(0)
-        t0 = time.monotonic()
-        with pytest.raises(Errors.KafkaTimeoutError):
-            await conn.send(m.MetadataRequest(topics=[]), timeout_ms=300)
-        elapsed = time.monotonic() - t0
-        assert 0.29 <= elapsed < 0.8, elapsed
+        with pytest.raises(Errors.KafkaTimeoutError):  # its own 300 ms, not the conn's 5 s
+            await asyncio.wait_for(conn.send(m.MetadataRequest(topics=[]), timeout_ms=300), 4)
         # the stream is no longer trustworthy: the connection closed, others failed at once
         assert conn.closed
         with pytest.raises(Errors.KafkaConnectionError):
             await asyncio.wait_for(other, 0.1)
-        t0 = time.monotonic()
-        with pytest.raises(Errors.KafkaConnectionError):
-            await conn.send(m.MetadataRequest(topics=[]))
-        assert time.monotonic() - t0 < 0.05
+        with pytest.raises(Errors.KafkaConnectionError):  # fails fast, no 5 s wait
+            await asyncio.wait_for(conn.send(m.MetadataRequest(topics=[])), 4)
 
 
 async def test_handshake_timeout():
@@ -197,10 +179,8 @@ async def test_handshake_timeout():
     port = server.sockets[0].getsockname()[1]
     try:
         conn = BrokerConnection("127.0.0.1", port)
-        t0 = time.monotonic()
-        with pytest.raises(Errors.KafkaTimeoutError):
-            await conn.connect(timeout_ms=300)
-        assert time.monotonic() - t0 < 0.8
+        with pytest.raises(Errors.KafkaTimeoutError):  # asyncio.TimeoutError if it hung
+            await asyncio.wait_for(conn.connect(timeout_ms=300), 10)
         assert conn.closed
     finally:
         server.close()
@@ -216,10 +196,8 @@ async def test_close_mid_frame_fails_all_pending_at_once():
     async with FakeBroker(half_then_close) as fb:
         conn = await _connect("127.0.0.1", fb.port, request_timeout_ms=10000)
         futs = [asyncio.ensure_future(conn.send(m.MetadataRequest(topics=[]))) for _ in range(3)]
-        t0 = time.monotonic()
         _done, pending = await asyncio.wait(futs, timeout=5)
-        assert not pending
-        assert time.monotonic() - t0 < 1.0  # immediately, not at the 10 s deadline
+        assert not pending  # at once, not at the 10 s deadline
         for f in futs:
             assert isinstance(f.exception(), Errors.KafkaConnectionError)
         assert conn.closed and conn.in_flight == 0
@@ -326,9 +304,10 @@ async def test_sasl_plain_handshake(broker):
     broker.skip_on(
         "tansu", reason="Tansu answers every SaslHandshake with UNSUPPORTED_SASL_MECHANISM"
     )
-    # Apache Kafka authenticates only on its SASL listener; noida accepts any PLAIN credentials
-    user, password = next(iter(broker.sasl_users.items()), ("alice", "secret"))
+    # Apache Kafka needs its SASL listener and a configured user; noida accepts any PLAIN
+    # credentials on its one listener
     host, port = _hostport(broker.sasl_bootstrap or broker.bootstrap)
+    user, password = next(iter(broker.sasl_users.items()), ("alice", "secret"))
     conn = BrokerConnection(
         host,
         port,
@@ -346,12 +325,16 @@ async def test_sasl_plain_handshake(broker):
 
 
 async def test_sasl_rejected_handshake_is_an_error(broker):
-    broker.skip_on(
-        "noida", "external", "kafka", "apache", reason="only Tansu rejects every mechanism"
-    )
+    """Tansu rejects every mechanism; Apache Kafka rejects SASL on a PLAINTEXT listener
+    (ILLEGAL_SASL_STATE): either way connect() fails with that error and closes."""
+    broker.skip_on("noida", "external", "kafka", reason="noida accepts SASL PLAIN anywhere")
+    expected = {
+        "tansu": Errors.UnsupportedSaslMechanismError,
+        "apache": Errors.IllegalSaslStateError,
+    }[broker.kind]
     host, port = _hostport(broker.bootstrap)
     conn = BrokerConnection(host, port, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN")
-    with pytest.raises(Errors.UnsupportedSaslMechanismError):
+    with pytest.raises(expected):
         await conn.connect(timeout_ms=5000)
     assert conn.closed
 
@@ -429,14 +412,12 @@ async def test_blocked_writes_respect_the_deadline():
         conn = await _connect("127.0.0.1", fb.port, max_in_flight=100)
         topic = m.MetadataRequest.MetadataRequestTopic
         big = m.MetadataRequest(topics=[topic(name=f"{i:0>200}") for i in range(5000)])  # ~1 MB
-        t0 = time.monotonic()
         results = await asyncio.wait_for(
             asyncio.gather(
                 *(conn.send(big, timeout_ms=500) for _ in range(40)), return_exceptions=True
             ),
-            5,
+            5,  # the 500 ms deadlines hold although drain() never returns
         )
-        assert time.monotonic() - t0 < 2.0
         assert all(
             isinstance(r, (Errors.KafkaTimeoutError, Errors.KafkaConnectionError)) for r in results
         )

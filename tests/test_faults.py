@@ -404,27 +404,26 @@ async def test_rebalance_in_progress_makes_the_member_rejoin(
     and ends up assigned, in a newer generation."""
     broker.skip_on("tansu", reason=TANSU_GENERATION)
     topic = await new_topic(partitions=1)
-    tp = TopicPartition(topic, 0)
+    other = await new_topic(partitions=1, name=f"{topic}-b")
+    want = {TopicPartition(topic, 0), TopicPartition(other, 0)}
     c = await joined_member(proxy, topic)
     try:
         generation = c.group_generation
         joins = proxy.add(Rule(API.JOIN_GROUP, "observe", times=-1))
         fault = proxy.add(Rule(api, "error", error_code=27))
         if api == API.SYNC_GROUP:
-            c._coordinator._rejoin = True  # noqa: SLF001 - start a rebalance to reach SyncGroup
-            c._coordinator._wake.set()  # noqa: SLF001
+            c.subscribe([topic, other])  # a rebalance of our own, to reach a SyncGroup
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30
         while loop.time() < deadline and not (
-            fault.hits
-            and joins.hits >= 1
-            and c.assignment() == {tp}
-            and c.group_generation > generation
+            fault.hits and c.group_generation > generation + (api == API.SYNC_GROUP)
         ):
             await c.getmany(timeout_ms=100)
         assert fault.hits == 1
+        # SyncGroup: the join of the new subscription, then the rejoin after the refusal
         assert joins.hits >= (2 if api == API.SYNC_GROUP else 1)
-        assert c.assignment() == {tp} and c.group_generation > generation
+        assert c.group_generation > generation + (api == API.SYNC_GROUP)
+        await settle([c], want if api == API.SYNC_GROUP else {TopicPartition(topic, 0)})
     finally:
         await c.stop()
 
@@ -504,3 +503,68 @@ async def test_idempotent_producer_sequence_error_bumps_the_epoch(
         await producer.stop()
     values = await read_values(kafka_bootstrap, topic, 21)
     assert values == [b"warm-up"] + [b"%d" % i for i in range(20)]
+
+
+async def test_cancelled_start_leaves_clients_usable(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """start() of a producer and of a consumer cancelled while the broker is silent: a later
+    start() works, and nothing keeps running after stop()."""
+    topic = await new_topic(partitions=1)
+    before = own_tasks()
+    producer = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap, request_timeout_ms=30000)
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=proxy.bootstrap,
+        auto_offset_reset="earliest",
+        request_timeout_ms=30000,
+    )
+    try:
+        proxy.silent = True
+        await cancel_soon(asyncio.create_task(producer.start()))
+        await cancel_soon(asyncio.create_task(consumer.start()))
+        proxy.silent = False
+        await proxy.cut_all()
+        await asyncio.wait_for(producer.start(), 20)
+        await asyncio.wait_for(consumer.start(), 20)
+        await asyncio.wait_for(producer.send_and_wait(topic, b"after", partition=0), 20)
+        assert [r.value for r in await drain(consumer, 1)] == [b"after"]
+    finally:
+        proxy.silent = False
+        await producer.stop()
+        await consumer.stop()
+    await wait_tasks_back_to(before)
+
+
+# -- group membership churn ------------------------------------------------------------------
+async def test_a_member_start_costs_one_join(proxy: FaultProxy, new_topic: Any) -> None:
+    """Starting a member (static: twice, the second replacing the first) sends one successful
+    JoinGroup per start: learning the topic's metadata after SyncGroup is no reason to rejoin
+    (on Apache Kafka that re-join while Stable started a new generation every time)."""
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    group = group_name()
+    for instance in (None, "instance-1", "instance-1"):
+        joins = proxy.add(
+            Rule(API.JOIN_GROUP, "observe", times=-1, when=lambda r: not r.error_code)
+        )
+        c = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=proxy.bootstrap,
+            group_id=group if instance else group_name(),
+            group_instance_id=instance,
+            **FAST,
+        )
+        await c.start()
+        try:
+            await settle([c], tps)
+            # a few heartbeats after the sync: the spurious rejoin came before the first one
+            beats = proxy.add(Rule(API.HEARTBEAT, "observe", times=3))
+            deadline = asyncio.get_running_loop().time() + 20
+            while not beats.done.is_set():
+                assert asyncio.get_running_loop().time() < deadline, "no heartbeats"
+                await c.getmany(timeout_ms=100)
+            assert joins.hits == 1
+        finally:
+            await c.stop()
+            joins.times = 0  # retire the rule

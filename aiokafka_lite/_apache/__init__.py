@@ -559,10 +559,15 @@ class ApacheKafka:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding."""
+    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding,
+    never starting with "-" (the storage tool would read it as an option; Kafka's own
+    Uuid.randomUuid() avoids it for that reason: 1 start in 64 failed)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 @atexit.register

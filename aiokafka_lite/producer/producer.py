@@ -193,7 +193,11 @@ class AIOKafkaProducer:
         if self._closed:
             raise Errors.ProducerClosed("producer was stopped")
         self._started = True
-        await self.client.start()
+        try:
+            await self.client.start()
+        except BaseException:  # cancelled or failed: a later start() tries again
+            self._started = False
+            raise
         self.client.cluster.add_listener(self._on_metadata)
         if self._txn is not None:
             try:
