@@ -573,6 +573,37 @@ class KafkaClient:
             raise last
         raise Errors.KafkaTimeoutError(f"FindCoordinator({key!r}) timed out")
 
+    # -- aiokafka compatibility names ------------------------------------------------------
+    # Semi-private names of aiokafka's AIOKafkaClient that libraries built on aiokafka read;
+    # read-only views of this client's own state (each commented with who needs it).
+
+    @property
+    def _bootstrap_servers(self) -> str:
+        """The bootstrap list as ``host:port,...`` (opentelemetry-instrumentation-aiokafka,
+        kstreams' test helpers)."""
+        return ",".join(f"{h}:{p}" for h, p in self._bootstrap)
+
+    @property
+    def _client_id(self) -> str:
+        """``client_id`` (opentelemetry-instrumentation-aiokafka)."""
+        return self.client_id
+
+    @property
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context connections use (kstreams' test helpers)."""
+        ctx: ssl.SSLContext | None = self._conn_args["ssl_context"]
+        return ctx
+
+    @property
+    def _topics(self) -> set[str]:
+        """The topics the metadata tracks (kstreams' test helpers)."""
+        return set(self._metadata.topics)
+
+    async def _wait_on_metadata(self, topic: str) -> set[int]:
+        """Partition ids of ``topic``, refreshing metadata until it is known (or
+        KafkaTimeoutError after request_timeout_ms) (opentelemetry-instrumentation-aiokafka)."""
+        return await self.wait_for_topic(topic)
+
 
 def _being_cancelled() -> bool:
     """True if the current task has a pending cancel request (always True before 3.11)."""

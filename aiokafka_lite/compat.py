@@ -63,6 +63,19 @@ _ALIAS_MODULES: dict[str, dict[str, str]] = {
         "ConfigResource": "aiokafka_lite.admin:ConfigResource",
         "ConfigResourceType": "aiokafka_lite.admin:ConfigResourceType",
     },
+    # read by libraries built on aiokafka: kstreams (BatchBuilder), tracers that patch
+    # GroupCoordinator.commit_offsets (ddtrace), type hints naming the connection/fetcher
+    "aiokafka.producer.message_accumulator": {
+        "BatchBuilder": "aiokafka_lite.producer.batch:BatchBuilder"
+    },
+    "aiokafka.consumer.group_coordinator": {
+        "GroupCoordinator": "aiokafka_lite.consumer.group:Coordinator"
+    },
+    "aiokafka.consumer.subscription_state": {
+        "SubscriptionState": "aiokafka_lite.consumer.subscription:SubscriptionState"
+    },
+    "aiokafka.consumer.fetcher": {"Fetcher": "aiokafka_lite.consumer.fetcher:Fetcher"},
+    "aiokafka.conn": {"AIOKafkaConnection": "aiokafka_lite.conn:BrokerConnection"},
     "aiokafka.coordinator": {},
     "aiokafka.coordinator.protocol": {
         "ConsumerProtocolMemberMetadata": f"{_ASSIGNORS}:ConsumerProtocolMemberMetadata",

@@ -27,7 +27,7 @@ from aiokafka_lite.structs import (
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .fetcher import EARLIEST, LATEST, Fetcher
 from .group import Coordinator
-from .subscription import SubscriptionState
+from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 
@@ -485,7 +485,9 @@ class AIOKafkaConsumer:
                 if value.offset < 0:
                     raise ValueError(f"negative offset for {tp}")
                 to_commit[tp] = value
-        await coordinator.commit(to_commit)
+        # through aiokafka's method name, so tracers that patch
+        # GroupCoordinator.commit_offsets (ddtrace) see every explicit commit
+        await coordinator.commit_offsets(self._subscription.assignment, to_commit)
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The last committed offset of ``partition`` (None if nothing was committed)."""
@@ -559,6 +561,23 @@ class AIOKafkaConsumer:
     def group_generation(self) -> int:
         """The current group generation id (-1 outside a group)."""
         return self._coordinator.generation if self._coordinator is not None else -1
+
+    # -- aiokafka compatibility names ------------------------------------------------------
+    # Semi-private names of aiokafka's consumer that libraries built on aiokafka read; views of
+    # this consumer's own state (each commented with who needs it). Also used as is, with
+    # aiokafka's meaning: ``_client`` and ``_group_id`` (opentelemetry-instrumentation-aiokafka,
+    # kstreams' metrics), ``_subscription`` (its ``listener``).
+
+    @property
+    def _enable_auto_commit(self) -> bool:
+        """``enable_auto_commit`` (kstreams' rebalance listener)."""
+        return bool(self._coordinator_args["enable_auto_commit"])
+
+    @property
+    def _auto_offset_reset(self) -> str:
+        """``auto_offset_reset`` as given (kstreams' test helpers)."""
+        reset = self._subscription.default_reset
+        return next(k for k, v in OFFSET_RESET_STRATEGIES.items() if v == reset)
 
 
 Consumer = AIOKafkaConsumer

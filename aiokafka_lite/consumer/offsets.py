@@ -80,7 +80,7 @@ class OffsetsMixin:
             if st.position is not None and self._last_committed.get(tp) != st.position
         }
         if offsets:
-            await self.commit(offsets)
+            await self.commit_offsets(self._subs.assignment, offsets)
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """OffsetCommit, retrying coordinator errors until request_timeout_ms. Raises
@@ -140,6 +140,14 @@ class OffsetsMixin:
             if time.monotonic() + self._backoff >= deadline:
                 raise Errors.KafkaTimeoutError("offset commit timed out")
             await asyncio.sleep(self._backoff)
+
+    async def commit_offsets(
+        self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """aiokafka's name and signature for :meth:`commit` (``assignment`` is unused): the
+        consumer commits through it so tracers patching
+        ``aiokafka.consumer.group_coordinator.GroupCoordinator.commit_offsets`` (ddtrace) work."""
+        await self.commit(offsets)
 
     async def committed(
         self, partitions: Iterable[TopicPartition]

@@ -45,6 +45,11 @@ class SubscriptionState:
     """Subscription and assignment of one consumer (aiokafka semantics: ``subscribe`` and
     ``assign`` are mutually exclusive)."""
 
+    @property
+    def _listener(self) -> Any:
+        """aiokafka's name for :attr:`listener` (kstreams' test helpers read it)."""
+        return self.listener
+
     def __init__(self, default_reset: str = "latest") -> None:
         if default_reset not in OFFSET_RESET_STRATEGIES:
             raise ValueError(f"auto_offset_reset must be one of {sorted(OFFSET_RESET_STRATEGIES)}")

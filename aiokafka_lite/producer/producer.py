@@ -653,6 +653,41 @@ class AIOKafkaProducer:
             raise ValueError(group_id)
         await txn.add_offsets(offsets, group_id)
 
+    # -- aiokafka compatibility names ------------------------------------------------------
+    # Semi-private names of aiokafka's producer that libraries built on aiokafka read; views
+    # of this producer's own state (each commented with who needs it). Also used as is:
+    # ``client`` and ``_key_serializer``/``_value_serializer``/``_partitioner`` (same meaning).
+
+    @property
+    def _metadata(self) -> Any:
+        """The cluster metadata (kstreams: ``partitions_for_topic``)."""
+        return self.client.cluster
+
+    @property
+    def _request_timeout_ms(self) -> int:
+        """``request_timeout_ms`` (kstreams' test helpers)."""
+        return self.client.request_timeout_ms
+
+    def _partition(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        serialized_key: bytes | None,
+        serialized_value: bytes | None,
+    ) -> int:
+        """The partition a record would go to, from known metadata (the explicit one if
+        given); opentelemetry-instrumentation-aiokafka calls it for its span attribute."""
+        if partition is not None:
+            return partition
+        cluster = self.client.cluster
+        all_parts = sorted(cluster.partitions_for_topic(topic) or ())
+        available = sorted(cluster.available_partitions_for_topic(topic) or ())
+        if not all_parts:
+            raise Errors.KafkaTimeoutError(f"no metadata for topic {topic!r} yet")
+        return int(self._partitioner(serialized_key, all_parts, available))
+
 
 class TransactionContext:
     """Async context manager returned by :meth:`AIOKafkaProducer.transaction`."""

@@ -1,0 +1,74 @@
+"""Libraries built on aiokafka run unchanged on aiokafka_lite (through install_as_aiokafka()).
+
+Each scenario of ``ecosystem_apps.py`` runs in a subprocess (install_as_aiokafka() must precede
+the library's import; the rest of the suite keeps the real aiokafka as a reference client),
+once on aiokafka_lite and, as the oracle, once on aiokafka itself, against the session's broker.
+What a user of the library observes must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+RESULT_PREFIX = "ECOSYSTEM-RESULT:"
+
+
+def run(mode: str, scenario: str, bootstrap: str) -> dict[str, Any]:
+    env = dict(os.environ, COMPAT_BOOTSTRAP=bootstrap, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "ecosystem_apps.py"), mode, scenario],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+        timeout=180,
+        check=False,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    assert lines, f"{mode} {scenario}: no result (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    assert result.pop("aiokafka_is_lite") is (mode == "lite")
+    return result
+
+
+@pytest.mark.timeout(400)
+def test_opentelemetry_instrumentation_spans_match_aiokafka(broker: Any) -> None:
+    pytest.importorskip("opentelemetry.instrumentation.aiokafka")
+    broker.skip_on("tansu", reason="aiokafka (the oracle) cannot decode Tansu's group answers")
+    ours = run("lite", "otel", broker.bootstrap)
+    theirs = run("real", "otel", broker.bootstrap)
+    assert ours["values"] == theirs["values"] == ["v0", "v1", "v2"]
+    assert ours["spans"] == theirs["spans"]
+    kinds = [s["kind"] for s in ours["spans"]]
+    assert kinds.count("SpanKind.PRODUCER") == 3 and "SpanKind.CONSUMER" in kinds
+    producer_span = next(s for s in ours["spans"] if s["kind"] == "SpanKind.PRODUCER")
+    assert producer_span["attributes"]["messaging.system"] == "kafka"
+    assert producer_span["attributes"]["messaging.destination.name"] == "TOPIC"
+    assert all(s["in_parent_trace"] for s in ours["spans"] if s["kind"] == "SpanKind.PRODUCER")
+    # the context travelled in the record headers: per-record consumer spans continue the trace
+    assert any(s["in_parent_trace"] for s in ours["spans"] if s["kind"] == "SpanKind.CONSUMER")
+
+
+@pytest.mark.timeout(400)
+def test_kstreams_stream_consumes_produces_and_commits(broker: Any) -> None:
+    pytest.importorskip("kstreams")
+    ours = run("lite", "kstreams", broker.bootstrap)
+    assert ours["seen"] == [f"in-{i}" for i in range(4)]
+    assert ours["out"] == [f"out-in-{i}" for i in range(4)] + ["warm-up"]
+    assert ours["committed"] == 4
+
+
+@pytest.mark.timeout(400)
+def test_taskiq_task_kicked_right_after_startup_runs_once(broker: Any) -> None:
+    pytest.importorskip("taskiq_aio_kafka")
+    ours = run("lite", "taskiq", broker.bootstrap)
+    assert ours["runs"] == [21]
