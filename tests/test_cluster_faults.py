@@ -229,6 +229,31 @@ async def test_kill_leader_during_idempotent_flood(
         if killed_at is not None and sent_at >= killed_at and part == 0:
             recovered_at.append(time.monotonic())
 
+    # a consumer tails partition 0 through the kill: its fetcher must follow the new leader
+    tail = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=REQUEST_TIMEOUT_MS * 2,
+    )
+    await tail.start()
+    tp0 = TopicPartition(topic, 0)
+    tail.assign([tp0])
+    tailed: list[tuple[int, bytes]] = []
+
+    async def follow() -> None:
+        while True:
+            batch = await tail.getmany(tp0, timeout_ms=500)
+            tailed.extend((r.offset, r.value) for r in batch.get(tp0, []))
+
+    follower = asyncio.create_task(follow())
+
+    def tailed_to(end: int) -> bool:
+        if follower.done():
+            follower.result()  # raises what stopped it
+            raise AssertionError("the tailing consumer stopped")
+        return bool(tailed) and tailed[-1][0] >= end - 1
+
     try:
         seq = 0
 
@@ -255,7 +280,12 @@ async def test_kill_leader_during_idempotent_flood(
         await asyncio.wait_for(
             asyncio.gather(*futures, return_exceptions=True), delivery_timeout_ms / 1000 + 15
         )
+        end = (await tail.end_offsets([tp0]))[tp0]
+        await _wait_until("the tail consumer to read partition 0", lambda: tailed_to(end), 60)
     finally:
+        follower.cancel()
+        await asyncio.wait([follower], timeout=10)
+        await tail.stop()
         await producer.stop()
         await _restore(cluster)
 
@@ -275,6 +305,7 @@ async def test_kill_leader_during_idempotent_flood(
         by_seq = {_seq(v): off for off, v in got[part]}
         for s, off in acked[part].items():
             assert by_seq.get(s) == off, f"partition {part}: acked seq {s} @ {off} not read back"
+    assert tailed == got[0][: len(tailed)], "the tailing consumer saw another log"
     print(
         f"[cluster] kill flood: {sum(len(a) for a in acked.values())} acked, {len(failed)} failed"
     )
@@ -515,7 +546,6 @@ async def test_transaction_coordinator_killed_mid_transaction(
         txn_values = set(range(1000, 1100))
         for i in sorted(txn_values)[:50]:
             await producer.send(topic, f"v-{i}".encode(), partition=i % partitions)
-        await producer.flush()  # these are in the log (not yet committed)
         killed_at = time.monotonic()
         await asyncio.to_thread(cluster.node(coordinator).kill)
         try:
