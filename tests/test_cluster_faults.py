@@ -64,23 +64,32 @@ async def _describe(bootstrap: str, topic: str) -> list[dict[str, Any]]:
         await admin.close()
 
 
-async def _create_topic(bootstrap: str, partitions: int) -> str:
+async def _create_topic(bootstrap: str, partitions: int, leader: int | None = None) -> str:
     """A replicated topic (rf 3, min.insync.replicas 2) whose partitions all have 3 in-sync
-    replicas and a leader."""
+    replicas and a leader; ``leader``: the node to lead partition 0."""
     topic = f"cluster-{uuid.uuid4().hex[:10]}"
+    configs = {"min.insync.replicas": "2"}
+    if leader is None:
+        new = NewTopic(topic, partitions, 3, topic_configs=configs)
+    else:  # preferred leaders: partition p on node leader + p (1-based, modulo 3)
+        firsts = [(leader - 1 + p) % 3 + 1 for p in range(partitions)]
+        assignment = {p: [f, f % 3 + 1, (f + 1) % 3 + 1] for p, f in enumerate(firsts)}
+        new = NewTopic(topic, -1, -1, assignment, configs)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics(
-            [NewTopic(topic, partitions, 3, topic_configs={"min.insync.replicas": "2"})]
-        )
+        await admin.create_topics([new])
     finally:
         await admin.close()
 
     async def healthy() -> bool:
         parts = await _describe(bootstrap, topic)
-        return len(parts) == partitions and all(
-            p["leader"] >= 0 and len(p["isr"]) == 3 for p in parts
+        return (
+            len(parts) == partitions
+            and all(p["leader"] >= 0 and len(p["isr"]) == 3 for p in parts)
+            and (
+                leader is None or any(p["partition"] == 0 and p["leader"] == leader for p in parts)
+            )
         )
 
     await _wait_until(f"{topic}: leaders and 3 in-sync replicas", healthy, 60)
@@ -92,18 +101,15 @@ async def _leader(bootstrap: str, topic: str, partition: int) -> int:
     return int(next(p["leader"] for p in parts if p["partition"] == partition))
 
 
-async def _group_coordinated_by(bootstrap: str, node: int) -> str:
-    """A fresh group id whose group coordinator is ``node`` (so the fault hits it too)."""
+async def _new_group(bootstrap: str) -> tuple[str, int]:
+    """A fresh group id and the node that coordinates it."""
+    group = f"g-{uuid.uuid4().hex[:8]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        for _ in range(100):
-            group = f"g-{uuid.uuid4().hex[:8]}"
-            if await admin.find_coordinator(group) == node:
-                return group
+        return group, await admin.find_coordinator(group)
     finally:
         await admin.close()
-    raise AssertionError(f"no group id hashed to a partition led by node {node}")
 
 
 async def _restore(cluster: Any) -> None:
@@ -320,9 +326,9 @@ async def test_controlled_shutdown_of_leader_producer_and_group_move(
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     partitions = 2
-    topic = await _create_topic(bootstrap, partitions)
-    victim = await _leader(bootstrap, topic, 0)
-    group = await _group_coordinated_by(bootstrap, victim)
+    # the stopped node leads partition 0 and coordinates the group
+    group, victim = await _new_group(bootstrap)
+    topic = await _create_topic(bootstrap, partitions, leader=victim)
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -408,10 +414,10 @@ async def test_paused_leader_no_hang_no_loss_group_resumes_from_commits(
 ) -> None:
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
-    topic = await _create_topic(bootstrap, 1)
+    # the paused node leads the partition and coordinates the group
+    group, victim = await _new_group(bootstrap)
+    topic = await _create_topic(bootstrap, 1, leader=victim)
     tp = TopicPartition(topic, 0)
-    victim = await _leader(bootstrap, topic, 0)
-    group = await _group_coordinated_by(bootstrap, victim)
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
