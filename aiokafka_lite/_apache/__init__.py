@@ -557,10 +557,17 @@ class ApacheKafka:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding."""
+    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding.
+
+    Like Kafka's ``Uuid.randomUuid()``, never one starting with ``-``: the storage tool would
+    take it for an option (``--cluster-id/-t: expected one argument``).
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @atexit.register
