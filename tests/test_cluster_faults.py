@@ -582,3 +582,55 @@ async def test_transaction_coordinator_killed_mid_transaction(
     assert len(values) == len(set(values)), "read_committed saw a record twice"
     assert set(values) == committed_values
     assert not set(values) & aborted_values
+
+
+async def test_transaction_coordinator_killed_during_commit(
+    apache_cluster: Any, record_property: Callable[[str, object], None]
+) -> None:
+    """The coordinator dies while EndTxn(commit) is on its way: the commit completes on the new
+    coordinator (or fails as a whole); read_committed readers see all of it or nothing."""
+    cluster = apache_cluster.process
+    bootstrap = apache_cluster.bootstrap
+    partitions = 2
+    topic = await _create_topic(bootstrap, partitions)
+    txn_id = f"txn-{uuid.uuid4().hex[:8]}"
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=txn_id,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+        max_block_ms=DELIVERY_TIMEOUT_MS,
+    )
+    await producer.start()
+    committed_values: set[int] = set()
+    aborted_values: set[int] = set()
+    try:
+        coordinator = await producer.client.find_coordinator(txn_id, key_type=1)
+        await producer.begin_transaction()
+        txn_values = set(range(100))
+        for i in sorted(txn_values):
+            await producer.send(topic, f"v-{i}".encode(), partition=i % partitions)
+        await producer.flush()
+        commit = asyncio.create_task(producer.commit_transaction())
+        killed_at = time.monotonic()
+        await asyncio.to_thread(cluster.node(coordinator).kill)
+        try:
+            await asyncio.wait_for(commit, DELIVERY_TIMEOUT_MS / 1000 + 30)
+        except Errors.KafkaError as exc:
+            print(f"[cluster] commit across the coordinator kill failed: {exc!r}")
+            await asyncio.wait_for(producer.abort_transaction(), DELIVERY_TIMEOUT_MS / 1000 + 30)
+            aborted_values |= txn_values
+        else:
+            committed_values |= txn_values
+        _report(record_property, "txn_commit_coordinator_failover_s", time.monotonic() - killed_at)
+        async with producer.transaction():
+            for i in range(2000, 2010):
+                await producer.send(topic, f"v-{i}".encode(), partition=i % partitions)
+        committed_values.update(range(2000, 2010))
+    finally:
+        await producer.stop()
+        await _restore(cluster)
+    got = await _read_all(bootstrap, topic, partitions, isolation_level="read_committed")
+    values = [_seq(v) for recs in got.values() for _, v in recs]
+    assert len(values) == len(set(values))
+    assert set(values) == committed_values
