@@ -487,11 +487,13 @@ class Sender:
             timeout_ms=self.request_timeout_ms,
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
         )
+        sent = False
         try:
             if not self.client.is_connected(node):
                 # dropped since the drain: fail over to a retry (in sequence order) instead of
                 # reconnecting here, where requests could pass each other (see module doc)
                 raise Errors.KafkaConnectionError(f"connection to node {node} closed")
+            sent = True
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
                 for b in batches:
@@ -504,10 +506,10 @@ class Sender:
                 self.acc.fail(b, err)
             raise
         except Errors.KafkaError as exc:
-            self._on_request_error(batches, exc)
+            self._on_request_error(batches, exc, sent)
         except Exception as exc:  # bug or unexpected I/O failure: never drop records
             log.exception("produce request failed")
-            self._on_request_error(batches, Errors.KafkaError(repr(exc)))
+            self._on_request_error(batches, Errors.KafkaError(repr(exc)), sent)
         else:
             self._on_response(batches, resp)
         finally:
@@ -527,14 +529,18 @@ class Sender:
         self._drain_direct()
         return len(self._requests) > before
 
-    def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
+    def _on_request_error(
+        self, batches: list[ProducerBatch], exc: Errors.KafkaError, sent: bool = True
+    ) -> None:
+        """The request got no answer; ``sent``: it may have reached the broker."""
         if exc.retriable or isinstance(
             exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
         ):
             self.client.request_update()
         now = time.monotonic()
         for b in batches:
-            b.maybe_written = True
+            if sent:
+                b.maybe_written = True
             self._retry_or_fail(b, exc, now)
 
     def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
