@@ -56,6 +56,7 @@ class ProducerBatch:
         "ready_at",
         "deadline",
         "attempts",
+        "maybe_written",
         "retry_at",
         "buffer",
         "sequence",
@@ -89,6 +90,9 @@ class ProducerBatch:
         self.ready_at = now + linger
         self.deadline = now + delivery_timeout
         self.attempts = 0
+        #: a request carrying it ended without a definite answer (timeout, dropped connection,
+        #: or the broker's own REQUEST_TIMED_OUT): it may be in the log already
+        self.maybe_written = False
         self.retry_at = 0.0
         self.buffer: bytearray | bytes | None = None
         self.sequence = -1

@@ -40,6 +40,8 @@ _DUPLICATE_SEQUENCE = 46
 _OUT_OF_ORDER = 45
 _UNKNOWN_PRODUCER = 59
 _EPOCH_REFUSED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+#: REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND: the leader appended, replicas lagged
+_APPENDED_UNACKED = (7, 20)
 _IDLE_WAKE = 0.5  # seconds: housekeeping (delivery timeouts) even with nothing to do
 
 
@@ -267,7 +269,7 @@ class Sender:
             return
         if not txn.has_pid:
             await txn.init_producer_id()
-        if self._bump_needed and not self._requests:
+        if self._bump_needed and not self._requests and not self._unresolved():
             await self._bump_epoch()
         if txn.transactional and txn.state in (
             TxnState.IN_TRANSACTION,
@@ -284,6 +286,21 @@ class Sender:
                         dq = self.acc.pending[tp]
                         while dq:
                             self.acc.fail(dq.popleft(), exc)
+
+    def _unresolved(self) -> bool:
+        """True while a batch that was sent (its outcome unknown) waits for a retry.
+
+        Such a batch may be in the log already (its request timed out, or the connection
+        dropped, after the broker got it): it must be retried under its own epoch and sequence,
+        which the broker deduplicates, until it succeeds or expires. Re-stamped under a new
+        epoch it would be written twice. So the epoch bump waits for these (as the Java client
+        waits for a partition's unresolved sequences), and only they are sent meanwhile.
+        """
+        for dq in self.acc.pending.values():
+            for batch in dq:
+                if batch.maybe_written and batch.sequence >= 0:
+                    return True
+        return False
 
     async def _bump_epoch(self) -> None:
         """KIP-360: new epoch, sequences restart at 0; queued batches are re-stamped in order."""
@@ -317,8 +334,9 @@ class Sender:
         cluster = self.client.cluster
         txn = self.txn
         idempotent = self.idempotent
-        if idempotent and (txn is None or not txn.has_pid or self._bump_needed):
+        if idempotent and (txn is None or not txn.has_pid):
             return None
+        bumping = idempotent and self._bump_needed  # only retries go out (see _unresolved)
         by_node: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         next_retry: float | None = None
@@ -331,6 +349,8 @@ class Sender:
             if batch.retry_at > now:
                 if next_retry is None or batch.retry_at < next_retry:
                     next_retry = batch.retry_at
+                continue
+            if bumping and not batch.maybe_written:
                 continue
             n_tp = self._tp_in_flight.get(tp, 0)
             if n_tp and (not idempotent or n_tp >= max_if or batch.attempts):
@@ -467,11 +487,13 @@ class Sender:
             timeout_ms=self.request_timeout_ms,
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
         )
+        sent = False
         try:
             if not self.client.is_connected(node):
                 # dropped since the drain: fail over to a retry (in sequence order) instead of
                 # reconnecting here, where requests could pass each other (see module doc)
                 raise Errors.KafkaConnectionError(f"connection to node {node} closed")
+            sent = True
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
                 for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
@@ -484,10 +506,10 @@ class Sender:
                 self.acc.fail(b, err)
             raise
         except Errors.KafkaError as exc:
-            self._on_request_error(batches, exc)
+            self._on_request_error(batches, exc, sent)
         except Exception as exc:  # bug or unexpected I/O failure: never drop records
             log.exception("produce request failed")
-            self._on_request_error(batches, Errors.KafkaError(repr(exc)))
+            self._on_request_error(batches, Errors.KafkaError(repr(exc)), sent)
         else:
             self._on_response(batches, resp)
         finally:
@@ -507,13 +529,18 @@ class Sender:
         self._drain_direct()
         return len(self._requests) > before
 
-    def _on_request_error(self, batches: list[ProducerBatch], exc: Errors.KafkaError) -> None:
+    def _on_request_error(
+        self, batches: list[ProducerBatch], exc: Errors.KafkaError, sent: bool = True
+    ) -> None:
+        """The request got no answer; ``sent``: it may have reached the broker."""
         if exc.retriable or isinstance(
             exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
         ):
             self.client.request_update()
         now = time.monotonic()
         for b in batches:
+            if sent:
+                b.maybe_written = True
             self._retry_or_fail(b, exc, now)
 
     def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
@@ -551,6 +578,8 @@ class Sender:
             if err_cls is Errors.InvalidProducerEpoch:  # another producer took over the id:
                 err_cls = Errors.ProducerFenced  # aiokafka's class for it
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
+            if code in _APPENDED_UNACKED:
+                b.maybe_written = True
             if err_cls.invalid_metadata:
                 refresh = True
             if self.idempotent and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
