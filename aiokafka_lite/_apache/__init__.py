@@ -559,10 +559,15 @@ class ApacheKafka:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding."""
+    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding,
+    never starting with "-" (as Kafka's Uuid.randomUuid: the storage tool would take one for an
+    option and fail to format, once in 64 starts)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @atexit.register
