@@ -4,13 +4,17 @@
   explicit timestamps, idempotent, transactions committed and aborted) are read by aiokafka_lite
   exactly: same partitions, offsets, keys, values, headers and timestamps, aborted records only
   under ``read_uncommitted``, control records never;
-* the same matrix written by aiokafka_lite is read identically by the Java consumer, and keyed
-  records land on the partition the Java producer picks (murmur2);
-* a consumer group mixing Java and aiokafka_lite members (range and roundrobin) splits the
-  partitions without overlap or gap, each client resumes from offsets the other committed, and no
-  record is lost when a member of either kind leaves;
-* the produce/consume matrix (a subset) again on Apache Kafka 3.9.1 with the 3.9.1 Java client,
-  for the older protocol versions.
+* the same matrix written by aiokafka_lite (``send``, ``send_many``, ``send_batch``) is read
+  identically by the Java consumer, and keyed records land on the partition the Java producer
+  picks (murmur2);
+* LogAppendTime topics, an open transaction (both clients stop at the same last stable offset),
+  and a Java producer fencing an open aiokafka_lite transaction with the same transactional id;
+* a consumer group mixing Java and aiokafka_lite members (range, roundrobin, sticky) splits the
+  partitions without overlap or gap, each client resumes from offsets the other committed (also
+  offsets committed in an aiokafka_lite transaction), and no record is lost when a member of
+  either kind leaves;
+* the produce/consume matrix (a subset) and the group tests again on Apache Kafka 3.9.1 with the
+  3.9.1 Java client, for the older protocol versions.
 
 Runs on Apache Kafka only (the ``apache`` broker kind, plus the ``apache39`` fixture): the
 embedded brokers are not the reference. Each Java call starts a JVM (about a second), so every
@@ -120,8 +124,8 @@ class Spec:
     txn: str | None = None  # None, "commit" or "abort"
 
 
-# In production order: aborted transactions between other writes, so that read_committed has to
-# skip aborted batches and markers in the middle of each partition, and at the end of one.
+# Aborted transactions between other writes (in this order for aiokafka_lite; the Java runs go
+# three at a time), so that read_committed skips aborted batches and markers mid-partition.
 SPECS = [
     Spec("gzip", "gzip"),
     Spec("txn-commit", "lz4", txn="commit"),
