@@ -234,6 +234,35 @@ async def test_async_iteration_and_topics(kafka_bootstrap: str, new_topic: Any) 
         await c.stop()
 
 
+async def test_async_iteration_moves_the_position_record_by_record(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """`async for` hands out one record at a time: the position (what a commit would store)
+    is always just past the last record the application got, across batches and a seek."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 40)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
+    with pytest.raises(Errors.IllegalStateError):
+        await c.__anext__()
+    await c.start()
+    try:
+        c.assign([tp])
+        offsets = []
+        async for rec in c:
+            offsets.append(rec.offset)
+            assert await c.position(tp) == rec.offset + 1
+            if rec.offset == 24:
+                c.seek(tp, 30)
+            if rec.offset == 39:
+                break
+        assert offsets == list(range(25)) + list(range(30, 40))
+    finally:
+        await c.stop()
+    with pytest.raises(StopAsyncIteration):
+        await c.__anext__()
+
+
 @pytest.mark.skip_broker(
     "tansu", reason="Tansu's ListOffsets is wrong for latest and for timestamps"
 )

@@ -78,6 +78,20 @@ class PartitionBuffer:
 
     def take(self, n: int) -> list[Any]:
         """Hand out up to ``n`` records (fewer when the buffer runs dry: then ``exhausted``)."""
+        if n == 1:  # `async for`: one record per call, no slicing
+            idx = self._idx
+            recs = self._records
+            if idx < len(recs):
+                rec = recs[idx]
+                idx += 1
+                if idx == len(recs):
+                    self._records = []
+                    self._idx = 0
+                    self.position = self._batch_next
+                else:
+                    self._idx = idx
+                    self.position = rec.offset + 1
+                return [rec]
         out: list[Any] = []
         while n > 0:
             idx = self._idx
