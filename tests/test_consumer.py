@@ -263,6 +263,46 @@ async def test_async_iteration_moves_the_position_record_by_record(
         await c.__anext__()
 
 
+async def test_async_iteration_alternates_partitions_and_honours_pause(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """`async for` over two partitions hands out records of both (round robin) and none of a
+    paused partition until it is resumed."""
+    topic = await new_topic(partitions=2)
+    await produce(kafka_bootstrap, topic, 30, partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([tp0, tp1])
+        got: list[tuple[int, int]] = []
+        async for rec in c:
+            got.append((rec.partition, rec.offset))
+            if len(got) == 20 and {p for p, _ in got} == {0, 1}:
+                break
+            if len(got) == 40:
+                break
+        assert {p for p, _ in got} == {0, 1}
+        for p in (0, 1):  # each partition in offset order, no gaps
+            mine = [o for q, o in got if q == p]
+            assert mine == list(range(len(mine)))
+        c.pause(tp0)
+        paused_at = await c.position(tp0)
+        rest = []
+        async for rec in c:
+            rest.append((rec.partition, rec.offset))
+            if rec.partition == 1 and rec.offset == 29:
+                break
+        assert all(p == 1 for p, _ in rest)
+        assert await c.position(tp0) == paused_at
+        c.resume(tp0)
+        async for rec in c:
+            assert (rec.partition, rec.offset) == (0, paused_at)
+            break
+    finally:
+        await c.stop()
+
+
 @pytest.mark.skip_broker(
     "tansu", reason="Tansu's ListOffsets is wrong for latest and for timestamps"
 )

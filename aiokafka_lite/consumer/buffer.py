@@ -76,6 +76,18 @@ class PartitionBuffer:
             heapq.heapify(self._aborted)
         self.exhausted = False
 
+    def take_one(self) -> Any:
+        """The next record when it is not the last one decoded (no batch boundary, so no
+        ``exhausted`` or position-jump bookkeeping); else None: use :meth:`take`."""
+        idx = self._idx
+        recs = self._records
+        if idx + 1 < len(recs):
+            rec = recs[idx]
+            self._idx = idx + 1
+            self.position = rec.offset + 1
+            return rec
+        return None
+
     def take(self, n: int) -> list[Any]:
         """Hand out up to ``n`` records (fewer when the buffer runs dry: then ``exhausted``)."""
         if n == 1:  # `async for`: one record per call, no slicing

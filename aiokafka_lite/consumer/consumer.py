@@ -221,6 +221,10 @@ class AIOKafkaConsumer:
                 raise StopAsyncIteration
             self._parts()  # raises IllegalStateError: not started
             raise AssertionError("unreachable")
+        coordinator.poll()
+        rec = fetcher.drain_one()
+        if rec is not None:
+            return rec  # type: ignore[no-any-return]
         drain = fetcher.drain
         while True:
             try:
