@@ -27,7 +27,7 @@ from aiokafka_lite.producer.batch import (
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
 from aiokafka_lite.producer.sender import Sender
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
-from aiokafka_lite.records.batch_builder import RecordBatchBuilder
+from aiokafka_lite.records.batch_builder import RecordBatchBuilder, encoded_headers
 from aiokafka_lite.records.compression import codec_id
 from aiokafka_lite.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 
@@ -39,6 +39,8 @@ _missing: Any = object()
 _DEFAULT_PARTITIONER = DefaultPartitioner()
 _INT32_MAX = 2**31 - 1
 _time_ns = time.time_ns
+#: estimate_record_size's per-record overhead (22) plus the record batch header (61)
+_RECORD_BOUND = 22 + 61
 
 
 class AIOKafkaProducer:
@@ -311,14 +313,23 @@ class AIOKafkaProducer:
         parts = self._topic_cache.get(topic)
         if parts is None:
             parts = await self._partitions(topic)
+        guard = self._size_guard
         if headers is None:
             headers = ()
-        guard = self._size_guard
-        if (
-            headers
-            or (value is not None and len(value) > guard)
-            or (key is not None and len(key) > guard)
-        ):
+            if (value is not None and len(value) > guard) or (key is not None and len(key) > guard):
+                self._check_size(key, value, headers)
+        elif headers:
+            # estimate_record_size inlined (two calls less per record with headers): the
+            # record's upper bound from the cached encoded headers
+            size = (
+                _RECORD_BOUND
+                + len(encoded_headers(headers))
+                + (len(key) if key is not None else 0)
+                + (len(value) if value is not None else 0)
+            )
+            if size > self._max_request_size:
+                self._check_size(key, value, headers)
+        elif (value is not None and len(value) > guard) or (key is not None and len(key) > guard):
             self._check_size(key, value, headers)
         sticky = None
         if partition is None:
