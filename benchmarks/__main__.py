@@ -38,7 +38,8 @@ _P = dict(kind="produce", acks=1, linger_ms=5, batch_size=65536, size=100, parti
 #: name -> (BenchOptions overrides, records in --quick mode)
 SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     "produce-gather": (dict(_P, api="gather", records=200_000), 20_000),
-    "produce-send": (dict(_P, api="send", records=200_000), 20_000),
+    # fire and forget: a latency sample is a done callback, so only 1000 records carry one
+    "produce-send": (dict(_P, api="send", records=200_000, latency_samples=1000), 20_000),
     "produce-keyed": (dict(_P, api="gather", keys=True, records=200_000), 20_000),
     "produce-headers": (dict(_P, api="gather", headers=True, records=200_000), 20_000),
     "produce-many": (dict(_P, api="many", records=200_000), 20_000),
@@ -106,8 +107,15 @@ def targets(reports_list: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         value = row.get(key) if row else None
         if value is None:
             out.append((text, "-", "not run"))
-        else:
-            out.append((text, f"{value:.2f}x", "met" if value >= goal else "NOT met"))
+            return
+        measured = f"{value:.2f}x"
+        # the same ratio in CPU time per record: steadier than records/s on a shared machine
+        peer = _row(reports, scenario, key[2:])
+        mine_cpu = row.get("cpu_us_per_record")
+        peer_cpu = peer.get("cpu_us_per_record") if peer else None
+        if mine_cpu and peer_cpu:
+            measured += f" (CPU per record: {peer_cpu / mine_cpu:.2f}x)"
+        out.append((text, measured, "met" if value >= goal else "NOT met"))
 
     ratio("produce-gather", "x_aiokafka", 3.0, "send()+gather records/s >= 3x aiokafka")
     ratio("produce-send", "x_aiokafka", 3.0, "send() fire-and-forget records/s >= 3x aiokafka")

@@ -234,6 +234,75 @@ async def test_async_iteration_and_topics(kafka_bootstrap: str, new_topic: Any) 
         await c.stop()
 
 
+async def test_async_iteration_moves_the_position_record_by_record(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """`async for` hands out one record at a time: the position (what a commit would store)
+    is always just past the last record the application got, across batches and a seek."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 40)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
+    with pytest.raises(Errors.IllegalStateError):
+        await c.__anext__()
+    await c.start()
+    try:
+        c.assign([tp])
+        offsets = []
+        async for rec in c:
+            offsets.append(rec.offset)
+            assert await c.position(tp) == rec.offset + 1
+            if rec.offset == 24:
+                c.seek(tp, 30)
+            if rec.offset == 39:
+                break
+        assert offsets == list(range(25)) + list(range(30, 40))
+    finally:
+        await c.stop()
+    with pytest.raises(StopAsyncIteration):
+        await c.__anext__()
+
+
+async def test_async_iteration_alternates_partitions_and_honours_pause(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """`async for` over two partitions hands out records of both (round robin) and none of a
+    paused partition until it is resumed."""
+    topic = await new_topic(partitions=2)
+    await produce(kafka_bootstrap, topic, 30, partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        c.assign([tp0, tp1])
+        got: list[tuple[int, int]] = []
+        async for rec in c:
+            got.append((rec.partition, rec.offset))
+            if len(got) == 20 and {p for p, _ in got} == {0, 1}:
+                break
+            if len(got) == 40:
+                break
+        assert {p for p, _ in got} == {0, 1}
+        for p in (0, 1):  # each partition in offset order, no gaps
+            mine = [o for q, o in got if q == p]
+            assert mine == list(range(len(mine)))
+        c.pause(tp0)
+        paused_at = await c.position(tp0)
+        rest = []
+        async for rec in c:
+            rest.append((rec.partition, rec.offset))
+            if rec.partition == 1 and rec.offset == 29:
+                break
+        assert all(p == 1 for p, _ in rest)
+        assert await c.position(tp0) == paused_at
+        c.resume(tp0)
+        async for rec in c:
+            assert (rec.partition, rec.offset) == (0, paused_at)
+            break
+    finally:
+        await c.stop()
+
+
 @pytest.mark.skip_broker(
     "tansu", reason="Tansu's ListOffsets is wrong for latest and for timestamps"
 )

@@ -214,6 +214,38 @@ async def test_handle_callbacks_behave_like_future_callbacks(
         loop.set_exception_handler(None)
 
 
+async def test_handle_callbacks_each_run_in_their_own_context_copy(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """As with Future callbacks, a done callback that sets a ContextVar changes only its own
+    copy of the context: neither the next callback nor the caller sees it (pending and
+    already-done handles, callbacks added from the same context)."""
+    import contextvars
+
+    topic = await new_topic(partitions=1)
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[tuple[int, str]] = []
+
+    def cb(h: Any) -> None:
+        seen.append((h.result().offset, var.get()))
+        var.set(f"changed by {h.result().offset}")
+
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=20) as producer:
+        var.set("caller")
+        handles = [await producer.send(topic, b"%d" % i) for i in range(4)]
+        for h in handles:  # pending: run when the batch completes
+            h.add_done_callback(cb)
+        await asyncio.gather(*handles)
+        await asyncio.sleep(0)
+        assert seen == [(i, "caller") for i in range(4)]
+        seen.clear()
+        for h in handles:  # already done: run at the next loop turn
+            h.add_done_callback(cb)
+        await asyncio.sleep(0)
+        assert seen == [(i, "caller") for i in range(4)]
+        assert var.get() == "caller"
+
+
 async def test_create_batch_and_send_batch(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=2)
     async with AIOKafkaProducer(

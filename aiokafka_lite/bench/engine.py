@@ -55,6 +55,7 @@ class BenchOptions:
     api: str = "send"  # consume: "getmany" or "iter" (anything else means getmany)
     keys: bool = False
     headers: bool = False
+    latency_samples: int = 20_000  # produce --api send: at most this many sampled records
     rounds: int = 1
     bootstrap: str | None = None
     broker_kind: str = (
@@ -92,6 +93,7 @@ class BenchOptions:
             api=api,
             keys=self.keys,
             headers=self.headers,
+            latency_samples=self.latency_samples,
             timeout_s=self.timeout_s,
             loop=self.loop,
         )

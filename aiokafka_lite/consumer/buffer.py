@@ -81,11 +81,37 @@ class PartitionBuffer:
         self.exhausted = False
         self._error: BaseException | None = None
 
+    def take_one(self) -> Any:
+        """The next record when it is not the last one decoded (no batch boundary, so no
+        ``exhausted`` or position-jump bookkeeping); else None: use :meth:`take`."""
+        idx = self._idx
+        recs = self._records
+        if idx + 1 < len(recs):
+            rec = recs[idx]
+            self._idx = idx + 1
+            self.position = rec.offset + 1
+            return rec
+        return None
+
     def take(self, n: int) -> list[Any]:
         """Hand out up to ``n`` records (fewer when the buffer runs dry: then ``exhausted``).
 
         Raises the error of an undecodable record once the records before it were handed out
         (returned by an earlier call); ``position`` then is that record's offset."""
+        if n == 1:  # `async for`: one record per call, no slicing
+            idx = self._idx
+            recs = self._records
+            if idx < len(recs):
+                rec = recs[idx]
+                idx += 1
+                if idx == len(recs):
+                    self._records = []
+                    self._idx = 0
+                    self.position = self._batch_next
+                else:
+                    self._idx = idx
+                    self.position = rec.offset + 1
+                return [rec]
         out: list[Any] = []
         while n > 0:
             idx = self._idx

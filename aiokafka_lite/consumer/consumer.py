@@ -32,6 +32,8 @@ from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 
 _BULK_LIMIT = 2048
+#: drain() from every assigned partition
+_ALL: frozenset[TopicPartition] = frozenset()
 
 log = logging.getLogger(__name__)
 
@@ -277,10 +279,33 @@ class AIOKafkaConsumer:
         return self
 
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
-        try:
-            return await self.getone()
-        except Errors.ConsumerStoppedError:
-            raise StopAsyncIteration from None
+        # getone() inlined for `async for`, one record per call: no second coroutine, no
+        # partition set, no _parts() call (async-for over 50k records, cProfile on tansu:
+        # 807k -> 607k calls).
+        fetcher = self._fetcher
+        coordinator = self._coordinator
+        if self._closed or fetcher is None or coordinator is None:
+            if self._closed:
+                raise StopAsyncIteration
+            self._parts()  # raises IllegalStateError: not started
+            raise AssertionError("unreachable")
+        coordinator.poll()
+        rec = fetcher.drain_one()
+        if rec is not None:
+            return rec  # type: ignore[no-any-return]
+        drain = fetcher.drain
+        while True:
+            try:
+                coordinator.poll()
+                recs = drain(_ALL, 1)
+            except Errors.ConsumerStoppedError:
+                raise StopAsyncIteration from None
+            if recs:
+                for records in recs.values():
+                    return records[0]  # type: ignore[no-any-return]
+            await fetcher.wait_for_data(self._consumer_timeout)
+            if self._closed:
+                raise StopAsyncIteration
 
     def _parts(self) -> tuple[Fetcher, Coordinator]:
         if self._closed:

@@ -109,6 +109,27 @@ class Fetcher:
         self._data.set()
 
     # -- handing out records ---------------------------------------------------------------
+    def drain_one(self) -> Any:
+        """``drain((), 1)``'s common case for `async for`: the next record of the partition
+        whose turn it is, when nothing needs drain()'s bookkeeping (no error, the buffer is
+        current and not at the end of its decoded records); else None: call drain()."""
+        buffers = self._buffers
+        if not buffers or self._subs.errors or self.fatal is not None:
+            return None
+        for tp, buf in buffers.items():  # the first one: round robin order
+            st = self._subs.assignment.get(tp)
+            if st is None or st.paused or st.position != buf.position:
+                return None
+            rec = buf.take_one()
+            if rec is None:
+                return None
+            st.position = buf.position
+            if len(buffers) > 1:  # round robin between partitions, as drain() does
+                del buffers[tp]
+                buffers[tp] = buf
+            return rec
+        return None
+
     def drain(
         self, partitions: Collection[TopicPartition], max_records: int
     ) -> dict[TopicPartition, list[Any]]:

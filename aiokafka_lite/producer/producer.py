@@ -27,7 +27,7 @@ from aiokafka_lite.producer.batch import (
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
 from aiokafka_lite.producer.sender import Sender
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
-from aiokafka_lite.records.batch_builder import RecordBatchBuilder
+from aiokafka_lite.records.batch_builder import RecordBatchBuilder, encoded_headers
 from aiokafka_lite.records.compression import codec_id
 from aiokafka_lite.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
 
@@ -39,6 +39,8 @@ _missing: Any = object()
 _DEFAULT_PARTITIONER = DefaultPartitioner()
 _INT32_MAX = 2**31 - 1
 _time_ns = time.time_ns
+#: estimate_record_size's per-record overhead (22) plus the record batch header (61)
+_RECORD_BOUND = 22 + 61
 
 
 class AIOKafkaProducer:
@@ -301,6 +303,21 @@ class AIOKafkaProducer:
                     if idx is not None:
                         return RecordHandle((batch, idx, ts))
             return await self._send(topic, value, None, None, timestamp_ms, None, True)
+        if not self._gated:
+            # keyed, with headers or to a given partition, metadata known: append from here,
+            # without the second coroutine of _send (keyed fire-and-forget, 50k records on
+            # tansu, CPU per record, min of 3: 1.62-1.63 -> 1.55-1.66 us; with headers: 1.73-1.80
+            # -> 1.69-1.72 us)
+            parts = self._topic_cache.get(topic)
+            if parts is not None and (partition is None or partition in parts[2]):
+                if self._key_serializer is not None:
+                    key = self._key_serializer(key)
+                if self._value_serializer is not None:
+                    value = self._value_serializer(value)
+                done = self._append_now(topic, value, key, partition, timestamp_ms, headers, parts)
+                if type(done) is RecordHandle:
+                    return done
+                return await self._append_wait(*done)
         return await self._send(topic, value, key, partition, timestamp_ms, headers, False)
 
     async def _send(
@@ -313,24 +330,54 @@ class AIOKafkaProducer:
         headers: Sequence[tuple[str, bytes | None]] | None,
         serialized: bool,
     ) -> RecordHandle:
-        """send() beyond its fast path; ``serialized``: the value serializer already ran."""
+        """send() beyond its fast paths; ``serialized``: the serializers already ran."""
         if self._gated:
             self._check_gate()
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None and not serialized:
-            value = self._value_serializer(value)
+        if not serialized:
+            if self._key_serializer is not None:
+                key = self._key_serializer(key)
+            if self._value_serializer is not None:
+                value = self._value_serializer(value)
         parts = self._topic_cache.get(topic)
         if parts is None:
             parts = await self._partitions(topic)
+        if partition is not None and partition not in parts[2]:
+            parts = await self._unknown_partition(topic, partition)
+        done = self._append_now(topic, value, key, partition, timestamp_ms, headers, parts)
+        if type(done) is RecordHandle:
+            return done
+        return await self._append_wait(*done)
+
+    def _append_now(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        parts: tuple[list[int], list[int], frozenset[int]],
+    ) -> RecordHandle | tuple[Any, ...]:
+        """Size check, partition choice and the append into the partition's open batch when
+        it has room: the record's handle; else the arguments of :meth:`_append_wait`.
+        ``partition`` is None or one of ``parts``; key and value are serialized."""
+        guard = self._size_guard
         if headers is None:
             headers = ()
-        guard = self._size_guard
-        if (
-            headers
-            or (value is not None and len(value) > guard)
-            or (key is not None and len(key) > guard)
-        ):
+            if (value is not None and len(value) > guard) or (key is not None and len(key) > guard):
+                self._check_size(key, value, headers)
+        elif headers:
+            # estimate_record_size inlined (two calls less per record with headers): the
+            # record's upper bound from the cached encoded headers
+            size = (
+                _RECORD_BOUND
+                + len(encoded_headers(headers))
+                + (len(key) if key is not None else 0)
+                + (len(value) if value is not None else 0)
+            )
+            if size > self._max_request_size:
+                self._check_size(key, value, headers)
+        elif (value is not None and len(value) > guard) or (key is not None and len(key) > guard):
             self._check_size(key, value, headers)
         sticky = None
         if partition is None:
@@ -341,8 +388,6 @@ class AIOKafkaProducer:
                 partition = sticky[0]
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
-        elif partition not in parts[2]:
-            parts = await self._unknown_partition(topic, partition)
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
         # fast path: the partition's open batch has room (see Accumulator.try_append)
         opened = self._acc_open.get(topic)
@@ -354,6 +399,19 @@ class AIOKafkaProducer:
                     if sticky is not None and sticky[1] is None:
                         sticky[1] = batch  # later unkeyed sends take send()'s fast path
                     return RecordHandle((batch, idx, ts))
+        return (topic, partition, ts, key, value, headers, sticky)
+
+    async def _append_wait(
+        self,
+        topic: str,
+        partition: int,
+        ts: int,
+        key: Any,
+        value: Any,
+        headers: Any,
+        sticky: list[Any] | None,
+    ) -> RecordHandle:
+        """The accumulator's append: opens a batch, waiting for buffer memory if needed."""
         handle = await self._acc.append(topic, partition, ts, key, value, headers)
         if sticky is not None and sticky[1] is None:
             sticky[1] = handle[0]

@@ -278,7 +278,8 @@ class RecordBatchBuilder:
             delta = 0
         # attributes | timestampDelta | offsetDelta | key
         if count < _TABLE and 0 <= delta < 8192:
-            rec = _TS_DELTA[delta] + SMALL[count << 1] + _key_bytes(key)
+            rec = _TS_DELTA[delta] + SMALL[count << 1]
+            rec += b"\x01" if key is None else _key_bytes(key)  # no call for a null key
         else:
             _check_timestamp(timestamp_ms)
             rec = b"\x00" + encode_varint(delta) + encode_uvarint(count << 1) + _key_bytes(key)
