@@ -114,6 +114,7 @@ class KafkaClient:
     def __init__(
         self,
         *,
+        loop: Any = None,
         bootstrap_servers: str | Iterable[str] = "localhost",
         client_id: str = "aiokafka_lite",
         request_timeout_ms: int = 40000,
@@ -269,7 +270,9 @@ class KafkaClient:
         """Track more topics; returns the refresh future (already done if nothing changed)."""
         return self._metadata.add_topics(topics)
 
-    add_topic = add_topics
+    def add_topic(self, topic: str) -> asyncio.Future[ClusterMetadata]:
+        """Track one more topic (aiokafka's ``AIOKafkaClient.add_topic``)."""
+        return self._metadata.add_topics([topic])
 
     def set_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
         """Track exactly ``topics``; returns the refresh future (done if nothing was added)."""
@@ -292,6 +295,18 @@ class KafkaClient:
             return True
         except asyncio.TimeoutError:
             return False
+
+    async def bootstrap(self) -> None:
+        """aiokafka's name for :meth:`start` (connect and load the cluster metadata)."""
+        await self.start()
+
+    async def _wait_on_metadata(self, topic: str) -> set[int]:
+        """aiokafka's name: partitions of ``topic`` (UnknownTopicOrPartitionError after
+        request_timeout_ms)."""
+        try:
+            return await self.wait_for_topic(topic)
+        except Errors.KafkaTimeoutError as exc:
+            raise Errors.UnknownTopicOrPartitionError(str(exc)) from None
 
     async def wait_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int]:
         """Partition ids of ``topic``, refreshing metadata until known; KafkaTimeoutError after."""

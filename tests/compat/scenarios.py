@@ -727,3 +727,46 @@ async def admin_topics(ctx: Any) -> Any:
     finally:
         await admin.close()
     return out
+
+
+async def consumer_offset_reset_none(ctx: Any) -> Any:
+    """auto_offset_reset="none" without a committed offset: the error reaches the iterator."""
+    topic = await ctx.topic(1)
+    await _produce(ctx, topic, 1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=ctx.bootstrap, auto_offset_reset="none"
+    ) as c:
+
+        async def iterate() -> Any:
+            async for _ in c:
+                return "record"
+            return "ended"
+
+        out["async_for"] = await ctx.outcome(asyncio.wait_for(iterate(), 20))
+        out["getmany"] = await ctx.outcome(asyncio.wait_for(c.getmany(timeout_ms=2000), 20))
+    return out
+
+
+async def client_helpers(ctx: Any) -> Any:
+    """The AIOKafkaClient calls aiokafka's own test helpers and some applications make."""
+    from aiokafka.client import AIOKafkaClient
+
+    topic = await ctx.topic(2)
+    client = AIOKafkaClient(bootstrap_servers=ctx.bootstrap)
+    await client.bootstrap()
+    try:
+        client.add_topic(topic)
+        ok = await client.force_metadata_update()
+        out = {
+            "ok": ok,
+            "known": topic in client.cluster.topics(),
+            "partitions": client.cluster.partitions_for_topic(topic),
+            "brokers": len(client.cluster.brokers()),
+            "wait_on_metadata": await client._wait_on_metadata(topic),
+        }
+    finally:
+        await client.close()
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        out["producer_client_parts"] = await p.client._wait_on_metadata(topic)
+    return out
