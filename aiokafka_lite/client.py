@@ -90,13 +90,13 @@ def check_security_args(
     exception class (ValueError)."""
     if security_protocol not in SECURITY_PROTOCOLS:
         raise ValueError(
-            f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+            "`security_protocol` should be SSL or PLAINTEXT (or SASL_PLAINTEXT, SASL_SSL), "
             f"got {security_protocol!r}"
         )
     if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
         raise ValueError(
-            f"ssl_context is required with security_protocol={security_protocol!r} "
-            "(see aiokafka_lite.helpers.create_ssl_context)"
+            f"`ssl_context` is mandatory if security_protocol=='SSL' (or 'SASL_SSL'; "
+            f"got {security_protocol!r}): see aiokafka_lite.helpers.create_ssl_context"
         )
     if security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = sasl_mechanism or "PLAIN"
@@ -105,7 +105,7 @@ def check_security_args(
                 f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}"
             )
         if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
-            raise ValueError("sasl_plain_username and sasl_plain_password are required for PLAIN")
+            raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
 
 
 class KafkaClient:
@@ -295,10 +295,6 @@ class KafkaClient:
             return True
         except asyncio.TimeoutError:
             return False
-
-    async def bootstrap(self) -> None:
-        """aiokafka's name for :meth:`start` (connect and load the cluster metadata)."""
-        await self.start()
 
     async def _wait_on_metadata(self, topic: str) -> set[int]:
         """aiokafka's name: partitions of ``topic`` (UnknownTopicOrPartitionError after

@@ -111,7 +111,7 @@ class AIOKafkaConsumer:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"invalid auto_offset_reset {auto_offset_reset!r}")
         if isolation_level not in ("read_uncommitted", "read_committed"):
-            raise ValueError(f"invalid isolation_level {isolation_level!r}")
+            raise ValueError(f"Incorrect isolation level {isolation_level}")
         if group_id is None and group_instance_id is not None:
             raise ValueError("group_instance_id needs a group_id")
         self._client = KafkaClient(
@@ -404,6 +404,7 @@ class AIOKafkaConsumer:
     async def _seek_to(self, partitions: tuple[TopicPartition, ...], ts: int) -> None:
         tps = list(partitions) or list(self._subscription.assignment)
         for tp in tps:
+            _check_tp(tp)
             self._subscription.state(tp)
         found = await self._list({tp: ts for tp in tps})
         for tp, (offset, _) in found.items():
@@ -417,6 +418,7 @@ class AIOKafkaConsumer:
         _, coordinator = self._parts()
         tps = list(partitions) or list(self._subscription.assignment)
         for tp in tps:
+            _check_tp(tp)
             self._subscription.state(tp)
         committed = await coordinator.committed(tps)
         out: dict[TopicPartition, int | None] = {}
@@ -465,26 +467,27 @@ class AIOKafkaConsumer:
         _, coordinator = self._parts()
         if self._group_id is None:
             raise Errors.IllegalOperation("commit() requires a group_id")
+        subs = self._subscription
+        # aiokafka's rules and exception classes, in its order
+        if not subs.subscribed and not subs.user_assigned:
+            raise Errors.IllegalStateError("Not subscribed to any topics")
+        if (
+            not subs.assignment
+            and coordinator.uses_group
+            and not coordinator.assigned_once.is_set()
+        ):
+            raise Errors.IllegalStateError("No partitions assigned")
         if offsets is None:
             to_commit = {
                 tp: OffsetAndMetadata(st.position, "")
-                for tp, st in self._subscription.assignment.items()
+                for tp, st in subs.assignment.items()
                 if st.position is not None
             }
         else:
-            to_commit = {}
-            for tp, value in offsets.items():
-                if not isinstance(tp, TopicPartition):
-                    raise TypeError(f"commit() keys must be TopicPartition, got {tp!r}")
-                if isinstance(value, int):
-                    value = OffsetAndMetadata(value, "")
-                elif isinstance(value, tuple) and len(value) == 2:
-                    value = OffsetAndMetadata(int(value[0]), value[1] or "")
-                else:
-                    raise ValueError(f"bad offset for {tp}: {value!r}")
-                if value.offset < 0:
-                    raise ValueError(f"negative offset for {tp}")
-                to_commit[tp] = value
+            to_commit = _validate_offsets(offsets)
+            for tp in to_commit:
+                if not subs.is_assigned(tp):
+                    raise Errors.IllegalStateError(f"Partition {tp} is not assigned")
         await coordinator.commit(to_commit)
 
     async def committed(self, partition: TopicPartition) -> int | None:
@@ -562,6 +565,35 @@ class AIOKafkaConsumer:
     def group_generation(self) -> int:
         """The current group generation id (-1 outside a group)."""
         return self._coordinator.generation if self._coordinator is not None else -1
+
+
+def _check_tp(tp: Any) -> None:
+    if not isinstance(tp, TopicPartition):
+        raise TypeError(f"partitions must be TopicPartition instances, got {tp!r}")
+
+
+def _validate_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    """commit()'s ``offsets`` as aiokafka validates them: a non-empty dict of TopicPartition ->
+    offset, (offset, metadata) or OffsetAndMetadata (ValueError / TypeError otherwise)."""
+    if not offsets or not isinstance(offsets, Mapping):
+        raise ValueError(f"offsets must be a non-empty dict, got {offsets!r}")
+    out = {}
+    for tp, value in offsets.items():
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"Key should be TopicPartition instance, got {tp!r}")
+        if isinstance(value, int):
+            offset, metadata = value, ""
+        else:
+            try:
+                offset, metadata = value
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"bad offset for {tp}: {value!r}") from exc
+            if not isinstance(metadata, str):
+                raise TypeError(f"Metadata should be a string, got {metadata!r}")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset for {tp} must be a non-negative int, got {offset!r}")
+        out[tp] = OffsetAndMetadata(offset, metadata)
+    return out
 
 
 Consumer = AIOKafkaConsumer

@@ -92,9 +92,15 @@ class SubscriptionState:
         """Subscribe to topics or a regex pattern (replaces any previous subscription)."""
         if self.user_assigned:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
-        self.listener = listener
+        compiled = None
         if pattern is not None:
-            self.pattern = re.compile(pattern)
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid subscription pattern {pattern!r}: {exc}") from None
+        self.listener = listener
+        if compiled is not None:
+            self.pattern = compiled
             self.topics = frozenset()
         else:
             self.pattern = None

@@ -770,3 +770,35 @@ async def client_helpers(ctx: Any) -> Any:
     async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
         out["producer_client_parts"] = await p.client._wait_on_metadata(topic)
     return out
+
+
+async def consumer_commit_and_seek_validation(ctx: Any) -> Any:
+    """commit()/seek*() argument checks (aiokafka's own tests exercise these)."""
+    topic = await ctx.topic(2)
+    tp = TopicPartition(topic, 0)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="earliest",
+    ) as c:
+        pos = await c.position(tp)
+        out["empty"] = await ctx.outcome(c.commit({}))
+        out["string"] = await ctx.outcome(c.commit("something"))
+        out["triple"] = await ctx.outcome(c.commit({tp: (pos, "m", 100)}))
+        out["key"] = await ctx.outcome(c.commit({"t": (pos, "")}))
+        out["meta_int"] = await ctx.outcome(c.commit({tp: (pos, 1000)}))
+        out["meta_bytes"] = await ctx.outcome(c.commit({tp: (pos, b"\x00")}))
+        out["unassigned"] = await ctx.outcome(c.commit({TopicPartition(topic, 10): 1}))
+        out["ok"] = await ctx.outcome(c.commit({tp: (pos, "meta")}))
+        out["seek_str"] = ctx.call(c.seek, tp, "")
+        out["seek_to_beginning_int"] = await ctx.outcome(c.seek_to_beginning(1))
+        out["seek_to_end_int"] = await ctx.outcome(c.seek_to_end(1))
+        out["seek_to_committed_int"] = await ctx.outcome(c.seek_to_committed(1))
+        out["seek_unassigned"] = await ctx.outcome(c.seek_to_beginning(TopicPartition(topic, 7)))
+        out["bad_pattern"] = ctx.call(c.subscribe, pattern="^(spome(")
+        out["committed_unknown_topic"] = await c.committed(TopicPartition("no-such-topic", 2))
+        c.unsubscribe()
+        out["after_unsubscribe"] = await ctx.outcome(c.commit({tp: 1}))
+    return out
