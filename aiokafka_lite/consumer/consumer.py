@@ -456,9 +456,9 @@ class AIOKafkaConsumer:
         return self._subscription.state(partition).lso
 
     def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
-        """aiokafka compatibility: not tracked, always None."""
-        self._subscription.state(partition)
-        return None
+        """When (ms since the epoch) the latest fetch answer for ``partition`` arrived (None
+        before one), as aiokafka's."""
+        return self._subscription.state(partition).last_poll_ms
 
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:

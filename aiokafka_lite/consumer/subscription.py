@@ -24,12 +24,22 @@ OFFSET_RESET_STRATEGIES = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 class PartitionState:
     """Where the consumer stands on one assigned partition."""
 
-    __slots__ = ("position", "paused", "highwater", "lso", "reset", "error", "log_start")
+    __slots__ = (
+        "position",
+        "paused",
+        "highwater",
+        "lso",
+        "reset",
+        "error",
+        "log_start",
+        "last_poll_ms",
+    )
 
     def __init__(self) -> None:
         self.position: int | None = None  # next offset to hand out; None = unknown yet
         self.paused = False
         self.highwater: int | None = None
+        self.last_poll_ms: int | None = None  # wall clock of the latest fetch answer for it
         self.lso: int | None = None
         self.log_start: int | None = None
         self.reset: int | None = None  # pending ListOffsets timestamp (EARLIEST/LATEST)

@@ -156,6 +156,9 @@ async def consumer_manual_assign(ctx: Any) -> Any:
         recs = await _collect(c, 6)
         out["records"] = [ctx.rec(r) for r in recs]
         out["highwater"] = (c.highwater(tp0) or 0) + (c.highwater(tp1) or 0)
+        now_ms = int(__import__("time").time() * 1000)
+        lp = c.last_poll_timestamp(tp0)
+        out["last_poll_recent"] = lp is not None and now_ms - 60000 <= lp <= now_ms
         out["end"] = sum((await c.end_offsets([tp0, tp1])).values())
         out["begin"] = await c.beginning_offsets([tp0, tp1])
         c.seek(tp0, 1)
