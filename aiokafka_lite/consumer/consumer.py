@@ -208,6 +208,12 @@ class AIOKafkaConsumer:
             else:  # they may not exist yet: learnt when they appear
                 with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
+        if subs.pattern is not None:  # match the pattern before the first join
+            self._client.need_all_topics = True
+            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.shield(self._client.request_update()), self._request_timeout_ms / 1000
+                )
         self._fetcher.start()
         self._coordinator.start()
         if subs.subscribed and not subs.user_assigned:

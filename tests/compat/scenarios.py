@@ -805,3 +805,73 @@ async def consumer_commit_and_seek_validation(ctx: Any) -> Any:
         c.unsubscribe()
         out["after_unsubscribe"] = await ctx.outcome(c.commit({tp: 1}))
     return out
+
+
+async def consumer_pattern_no_group(ctx: Any) -> Any:
+    """Pattern subscription without a group_id learns matching topics as they appear."""
+    prefix = ctx.name("nogrouppat")
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        metadata_max_age_ms=200,
+        fetch_max_wait_ms=50,
+        auto_offset_reset="earliest",
+    )
+    await c.start()
+    try:
+        c.subscribe(pattern=f"^{prefix}-.*$")
+        task = asyncio.ensure_future(c.getone())
+        out["subscription_before"] = c.subscription()
+        t1 = prefix + "-1"
+        async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+            await p.client._wait_on_metadata(t1)
+            out["learned"] = await ctx.wait_for(lambda: c.subscription() == {t1}, 20)
+            await p.send_and_wait(t1, b"test msg")
+        out["value"] = (await asyncio.wait_for(task, 20)).value
+    finally:
+        await c.stop()
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        exclude_internal_topics=False,
+        metadata_max_age_ms=200,
+    )
+    c.subscribe(pattern="^__consumer_off.*$")
+    await c.start()
+    try:
+        out["internal_included"] = "__consumer_offsets" in c.subscription()
+    finally:
+        await c.stop()
+    return out
+
+
+async def consumer_stop_and_out_of_range(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    await _produce(ctx, topic, 1)
+    tp = TopicPartition(topic, 0)
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="none",
+    )
+    await c.start()
+    try:
+        out["no_offset"] = await ctx.outcome(c.getmany(timeout_ms=1000))
+        c.seek(tp, 19999)
+        got = await ctx.outcome(c.getmany(tp, timeout_ms=1000))
+        if "ok" in got:
+            got = await ctx.outcome(c.getmany(tp, timeout_ms=1000))
+        out["out_of_range"] = got
+        c.seek(tp, 0)
+        r = await c.getone(tp)
+        out["after_seek_back"] = r.offset
+        pending = asyncio.ensure_future(c.getmany(timeout_ms=10000))
+        await asyncio.sleep(0.1)  # let it start waiting (not an assertion)
+    finally:
+        await c.stop()
+    out["done_when_stop_returns"] = pending.done()
+    out["result"] = pending.result() if pending.done() else "pending"
+    out["later_timeout0"] = await ctx.outcome(c.getmany(timeout_ms=0))
+    return out
