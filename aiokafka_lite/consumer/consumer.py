@@ -437,9 +437,10 @@ class AIOKafkaConsumer:
 
     async def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to be handed out (waits until it is known)."""
-        self._parts()
+        _, coordinator = self._parts()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout_ms / 1000
+        initialised = False
         while True:
             st = self._subscription.state(partition)
             if st.has_valid_position:
@@ -447,6 +448,13 @@ class AIOKafkaConsumer:
             if st.error is not None:
                 exc, st.error = st.error, None
                 raise exc
+            if st.position is None and st.reset is None and not initialised:
+                # not initialised yet: do it here rather than wait for the coordinator task,
+                # which may be the caller (position() in on_partitions_assigned, as aiokafka
+                # allows)
+                initialised = True
+                await coordinator._init_positions()
+                continue
             if loop.time() >= deadline:
                 raise Errors.KafkaTimeoutError(
                     f"position of {partition} unknown after request_timeout_ms"

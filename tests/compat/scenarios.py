@@ -875,3 +875,40 @@ async def consumer_stop_and_out_of_range(ctx: Any) -> Any:
     out["result"] = pending.result() if pending.done() else "pending"
     out["later_timeout0"] = await ctx.outcome(c.getmany(timeout_ms=0))
     return out
+
+
+async def listener_calls_consumer(ctx: Any) -> Any:
+    """on_partitions_assigned may await committed()/position()/seek_to_end() (no deadlock)."""
+    topic = await ctx.topic(1)
+    await _produce(ctx, topic, 3)
+    tp0 = TopicPartition(topic, 0)
+    result: dict[str, Any] = {}
+
+    class Reseek(ConsumerRebalanceListener):
+        def __init__(self, consumer: Any) -> None:
+            self.consumer = consumer
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            if tp0 not in assigned:
+                return
+            result["committed"] = await self.consumer.committed(tp0)
+            result["position"] = await self.consumer.position(tp0)
+            await self.consumer.seek_to_end(tp0)
+            result["position_after_seek_to_end"] = await self.consumer.position(tp0)
+
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    c.subscribe([topic], listener=Reseek(c))
+    await c.start()
+    try:
+        await ctx.wait_for(lambda: "position_after_seek_to_end" in result, 30)
+    finally:
+        await c.stop()
+    return result
