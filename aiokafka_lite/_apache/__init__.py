@@ -557,10 +557,15 @@ class ApacheKafka:
 
 
 def _random_cluster_id() -> str:
-    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding."""
+    """A cluster id as Kafka writes them: a random UUID in URL-safe base64 without padding,
+    never starting with "-" (as Kafka's Uuid.randomUuid(): kafka-storage's argument parser
+    would take it for an option, and formatting failed about once in 64 starts)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @atexit.register

@@ -499,8 +499,10 @@ class AIOKafkaConsumer:
             }
         else:
             to_commit = _validate_offsets(offsets)
+            # (with the assignment revoked, e.g. max_poll_interval_ms exceeded, the group
+            # answers: CommitFailedError says why)
             for tp in to_commit:
-                if not subs.is_assigned(tp):
+                if subs.assignment and not subs.is_assigned(tp):
                     raise Errors.IllegalStateError(f"Partition {tp} is not assigned")
         await coordinator.commit(to_commit)
 
