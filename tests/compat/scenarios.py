@@ -912,3 +912,37 @@ async def listener_calls_consumer(ctx: Any) -> Any:
     finally:
         await c.stop()
     return result
+
+
+async def producer_batch_limits(ctx: Any) -> Any:
+    """create_batch(): fills up to max_batch_size (append -> None), a too-large FIRST record is
+    accepted, send_batch after stop raises."""
+    topic = await ctx.topic(2)
+    out: dict[str, Any] = {}
+    p = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, max_batch_size=10000)
+    await p.start()
+    try:
+        md = await p.send_and_wait(topic, b"discovering offset", partition=1)
+        batch = p.create_batch()
+        out["empty_count"] = batch.record_count()
+        num = 0
+        while batch.append(key=b"test key", value=b"test value", timestamp=None) is not None:
+            num += 1
+        out["filled_some"] = num > 0
+        out["count_matches"] = batch.record_count() == num
+        fut = await p.send_batch(batch, topic, partition=1)
+        resp = await fut
+        out["batch_md"] = (resp.topic == topic, resp.partition, resp.offset - md.offset)
+        big = b"m" * 10001
+        batch = p.create_batch()
+        out["first_too_large_accepted"] = (
+            batch.append(key=None, value=big, timestamp=None) is not None
+        )
+        batch = p.create_batch()
+        batch.append(key=None, value=b"short", timestamp=None)
+        out["second_too_large_rejected"] = batch.append(key=None, value=big, timestamp=None) is None
+    finally:
+        await p.stop()
+    out["after_stop"] = await ctx.outcome(p.send_batch(batch, topic, partition=1))
+    out["stop_twice"] = await ctx.outcome(p.stop())
+    return out
