@@ -179,6 +179,37 @@ async def max_workers_group() -> dict[str, Any]:
     return seen.result()
 
 
+async def max_workers_ack_between_partitions() -> dict[str, Any]:
+    """max_workers with a group and AckPolicy.ACK: one consumer per worker, each record carries
+    its consumer (FastStream sets ``record.consumer``), acks commit per message."""
+    from faststream import AckPolicy
+
+    topic = _name("t")
+    await _create_topic(topic, 3)
+    broker = KafkaBroker(BOOTSTRAP)
+    seen = _Seen(set())
+    consumers: set[int] = set()
+
+    @broker.subscriber(
+        topic,
+        group_id=_name("g"),
+        auto_offset_reset="earliest",
+        max_workers=3,
+        ack_policy=AckPolicy.ACK,
+    )
+    async def handle(msg: str, message: KafkaMessage) -> None:
+        consumers.add(id(getattr(message.raw_message, "consumer", None)))
+        seen.add(msg)
+
+    async with broker:
+        await broker.start()
+        await _publish_all(broker, seen, topic, 30, 3)
+        await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+    out = seen.result()
+    out["several_consumers"] = len(consumers) >= 2
+    return out
+
+
 async def two_apps_one_group() -> dict[str, Any]:
     """Two brokers (two app instances) in one consumer group share the partitions."""
     topic = _name("t")
@@ -443,6 +474,7 @@ SCENARIOS = {
     "manual_ack": manual_ack,
     "test_client_with_real": test_client_with_real,
     "publish_batch_nack_ping": publish_batch_nack_ping,
+    "max_workers_ack_between_partitions": max_workers_ack_between_partitions,
 }
 SYNC_SCENARIOS = {"fastapi_router": _fastapi_app}
 
