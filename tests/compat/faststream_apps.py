@@ -384,6 +384,15 @@ async def publish_batch_nack_ping() -> dict[str, Any]:
         out["batch_partition_ok"] = md.partition in (0, 1) and md.offset == 0
         await broker.publish_batch("b3", "b4", "b5", topic=topic, partition=md.partition)
         await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+        # publish(no_confirm=True) hands back the send future (an asyncio.Future in aiokafka)
+        fut = await broker.publish("", topic=_name("nc"), no_confirm=True)
+        bfut = await broker.publish_batch(1, "hi", topic=_name("nc"), no_confirm=True)
+        out["no_confirm_futures"] = [
+            isinstance(fut, asyncio.Future),
+            isinstance(bfut, asyncio.Future),
+            (await fut).offset,
+            (await bfut).offset,
+        ]
     out.update(seen.result())
     out["nacked"] = nacked
     return out

@@ -90,5 +90,6 @@ def test_faststream_app(scenario: str, broker: Any) -> None:
         assert result["ping"]
         assert result["batch_partition_ok"]
         assert result["nacked"] == ["b3"]
+        assert result["no_confirm_futures"] == [True, True, 0, 0]
     if scenario == "rebalance_listener":
         assert result["assigned_events"] == [["assigned", 2]]
