@@ -946,3 +946,56 @@ async def producer_batch_limits(ctx: Any) -> Any:
     out["after_stop"] = await ctx.outcome(p.send_batch(batch, topic, partition=1))
     out["stop_twice"] = await ctx.outcome(p.stop())
     return out
+
+
+async def transactions_public_api(ctx: Any) -> Any:
+    """Transaction API edge cases as aiokafka's own tests use them."""
+    topic = await ctx.topic(1)
+    txn = ctx.name("txn")
+    out: dict[str, Any] = {}
+    p1 = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn)
+    await p1.start()
+    try:
+        await p1.begin_transaction()
+        await p1.commit_transaction()  # empty transactions are fine
+        await p1.begin_transaction()
+        await p1.abort_transaction()
+        out["offsets_outside_txn"] = await ctx.outcome(p1.send_offsets_to_transaction({}, None))
+        async with p1.transaction():
+            out["offsets_no_group"] = await ctx.outcome(
+                p1.send_offsets_to_transaction({}, group_id=None)
+            )
+        await p1.begin_transaction()
+        batch = p1.create_batch()
+        batch.append(timestamp=None, key=None, value=b"1")
+        batch.close()
+        f1 = await p1.send_batch(batch, topic, partition=0)
+        futs = [await p1.send(topic, b"x") for _ in range(5)]
+        await p1.commit_transaction()
+        out["all_done_after_commit"] = f1.done() and all(f.done() for f in futs)
+        p2 = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn)
+        await p2.start()
+        try:
+            async with p2.transaction():
+                await p2.send_and_wait(topic, b"p2")
+
+            async def fenced() -> None:
+                async with p1.transaction():
+                    await p1.send_and_wait(topic, b"p1")
+
+            out["fenced"] = await ctx.outcome(asyncio.wait_for(fenced(), 30))
+        finally:
+            await p2.stop()
+    finally:
+        await p1.stop()
+    plain = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap)
+    await plain.start()
+    try:
+        out["no_txn_id"] = [
+            await ctx.outcome(plain.begin_transaction()),
+            await ctx.outcome(plain.commit_transaction()),
+            await ctx.outcome(plain.abort_transaction()),
+        ]
+    finally:
+        await plain.stop()
+    return out
