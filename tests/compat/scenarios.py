@@ -552,8 +552,15 @@ async def transaction_send_offsets(ctx: Any) -> Any:
             await p.send_offsets_to_transaction(
                 {TopicPartition(src, 0): recs[-1].offset + 1}, group
             )
-        out["committed"] = await c.committed(TopicPartition(src, 0))
-        out["bad_offsets"] = "n/a"
+        # the group applies transactional offsets when the commit markers are written, a
+        # moment after commit_transaction() returns: wait for them
+        committed = None
+        for _ in range(200):
+            committed = await c.committed(TopicPartition(src, 0))
+            if committed is not None:
+                break
+            await asyncio.sleep(0.05)
+        out["committed"] = committed
     return out
 
 
