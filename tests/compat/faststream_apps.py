@@ -398,6 +398,44 @@ async def publish_batch_nack_ping() -> dict[str, Any]:
     return out
 
 
+async def graceful_shutdown_redelivers() -> dict[str, Any]:
+    """A handler interrupted by shutdown (graceful_timeout) is not committed: the next app
+    instance in the group gets the message again, once."""
+    from faststream import AckPolicy
+
+    topic = _name("t")
+    group = _name("g")
+    await _create_topic(topic, 1)
+    started = asyncio.Event()
+    broker = KafkaBroker(BOOTSTRAP, graceful_timeout=0.3)
+
+    @broker.subscriber(
+        topic, group_id=group, ack_policy=AckPolicy.NACK_ON_ERROR, auto_offset_reset="earliest"
+    )
+    async def slow(_: str) -> None:
+        started.set()
+        await asyncio.sleep(60)  # interrupted by the broker's shutdown
+
+    async with broker:
+        await broker.start()
+        await broker.publish("payload", topic)
+        await asyncio.wait_for(started.wait(), TIMEOUT)
+    seen = _Seen({"payload", "end-0"})
+    again = KafkaBroker(BOOTSTRAP)
+
+    @again.subscriber(
+        topic, group_id=group, ack_policy=AckPolicy.NACK_ON_ERROR, auto_offset_reset="earliest"
+    )
+    async def retry(msg: str) -> None:
+        seen.add(msg)
+
+    async with again:
+        await again.start()
+        await again.publish("end-0", topic)
+        await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+    return seen.result()
+
+
 async def test_client_with_real() -> dict[str, Any]:
     from faststream.kafka import TestKafkaBroker
 
@@ -484,6 +522,7 @@ SCENARIOS = {
     "test_client_with_real": test_client_with_real,
     "publish_batch_nack_ping": publish_batch_nack_ping,
     "max_workers_ack_between_partitions": max_workers_ack_between_partitions,
+    "graceful_shutdown_redelivers": graceful_shutdown_redelivers,
 }
 SYNC_SCENARIOS = {"fastapi_router": _fastapi_app}
 

@@ -36,6 +36,7 @@ SCENARIOS = [
     "fastapi_router",
     "publish_batch_nack_ping",
     "max_workers_ack_between_partitions",
+    "graceful_shutdown_redelivers",
 ]
 
 #: scenario -> (broker kinds, reason) where the test broker cannot run it
