@@ -90,13 +90,13 @@ def check_security_args(
     exception class (ValueError)."""
     if security_protocol not in SECURITY_PROTOCOLS:
         raise ValueError(
-            f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+            "`security_protocol` should be SSL or PLAINTEXT (or SASL_PLAINTEXT, SASL_SSL), "
             f"got {security_protocol!r}"
         )
     if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
         raise ValueError(
-            f"ssl_context is required with security_protocol={security_protocol!r} "
-            "(see aiokafka_lite.helpers.create_ssl_context)"
+            f"`ssl_context` is mandatory if security_protocol=='SSL' (or 'SASL_SSL'; "
+            f"got {security_protocol!r}): see aiokafka_lite.helpers.create_ssl_context"
         )
     if security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = sasl_mechanism or "PLAIN"
@@ -105,7 +105,7 @@ def check_security_args(
                 f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}"
             )
         if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
-            raise ValueError("sasl_plain_username and sasl_plain_password are required for PLAIN")
+            raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
 
 
 class KafkaClient:
@@ -114,6 +114,7 @@ class KafkaClient:
     def __init__(
         self,
         *,
+        loop: Any = None,
         bootstrap_servers: str | Iterable[str] = "localhost",
         client_id: str = "aiokafka_lite",
         request_timeout_ms: int = 40000,
@@ -288,7 +289,9 @@ class KafkaClient:
         """Track more topics; returns the refresh future (already done if nothing changed)."""
         return self._metadata.add_topics(topics)
 
-    add_topic = add_topics
+    def add_topic(self, topic: str) -> asyncio.Future[ClusterMetadata]:
+        """Track one more topic (aiokafka's ``AIOKafkaClient.add_topic``)."""
+        return self._metadata.add_topics([topic])
 
     def set_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
         """Track exactly ``topics``; returns the refresh future (done if nothing was added)."""
@@ -311,6 +314,14 @@ class KafkaClient:
             return True
         except asyncio.TimeoutError:
             return False
+
+    async def _wait_on_metadata(self, topic: str) -> set[int]:
+        """aiokafka's name: partitions of ``topic`` (UnknownTopicOrPartitionError after
+        request_timeout_ms)."""
+        try:
+            return await self.wait_for_topic(topic)
+        except Errors.KafkaTimeoutError as exc:
+            raise Errors.UnknownTopicOrPartitionError(str(exc)) from None
 
     async def wait_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int]:
         """Partition ids of ``topic``, refreshing metadata until known; KafkaTimeoutError after."""
@@ -576,6 +587,8 @@ class KafkaClient:
     # -- aiokafka compatibility names ------------------------------------------------------
     # Semi-private names of aiokafka's AIOKafkaClient that libraries built on aiokafka read;
     # read-only views of this client's own state (each commented with who needs it).
+    # ``_wait_on_metadata`` (opentelemetry-instrumentation-aiokafka) sits next to
+    # force_metadata_update above.
 
     @property
     def _bootstrap_servers(self) -> str:
@@ -598,11 +611,6 @@ class KafkaClient:
     def _topics(self) -> set[str]:
         """The topics the metadata tracks (kstreams' test helpers)."""
         return set(self._metadata.topics)
-
-    async def _wait_on_metadata(self, topic: str) -> set[int]:
-        """Partition ids of ``topic``, refreshing metadata until it is known (or
-        KafkaTimeoutError after request_timeout_ms) (opentelemetry-instrumentation-aiokafka)."""
-        return await self.wait_for_topic(topic)
 
 
 def _being_cancelled() -> bool:

@@ -89,13 +89,32 @@ KT = TypeVar("KT")
 VT = TypeVar("VT")
 
 
-@dataclass(slots=True)
+@dataclass
 class ConsumerRecord(Generic[KT, VT]):
     """A record read by the consumer (key and value after deserialization).
 
     ``serialized_key_size``/``serialized_value_size`` are the uncompressed byte sizes (-1 for a
     null key or value); ``checksum`` is only set for legacy (v0/v1) messages.
+
+    Fields are slots; ``__dict__`` is one too, so code may attach its own attributes to a
+    record as it can to aiokafka's (FastStream sets ``record.consumer``). CPython allocates that
+    dict only when an attribute is set, so plain records cost what slotted ones do.
     """
+
+    __slots__ = (
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestamp_type",
+        "key",
+        "value",
+        "checksum",
+        "serialized_key_size",
+        "serialized_value_size",
+        "headers",
+        "__dict__",
+    )
 
     topic: str
     partition: int

@@ -113,7 +113,7 @@ class AIOKafkaConsumer:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"invalid auto_offset_reset {auto_offset_reset!r}")
         if isolation_level not in ("read_uncommitted", "read_committed"):
-            raise ValueError(f"invalid isolation_level {isolation_level!r}")
+            raise ValueError(f"Incorrect isolation level {isolation_level}")
         if group_id is None and group_instance_id is not None:
             raise ValueError("group_instance_id needs a group_id")
         self._client = KafkaClient(
@@ -210,6 +210,12 @@ class AIOKafkaConsumer:
             else:  # they may not exist yet: learnt when they appear
                 with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
+        if subs.pattern is not None:  # match the pattern before the first join
+            self._client.need_all_topics = True
+            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.shield(self._client.request_update()), self._request_timeout_ms / 1000
+                )
         self._fetcher.start()
         self._coordinator.start()
         if subs.subscribed and not subs.user_assigned:
@@ -429,6 +435,7 @@ class AIOKafkaConsumer:
     async def _seek_to(self, partitions: tuple[TopicPartition, ...], ts: int) -> None:
         tps = list(partitions) or list(self._subscription.assignment)
         for tp in tps:
+            _check_tp(tp)
             self._subscription.state(tp)
         found = await self._list({tp: ts for tp in tps})
         for tp, (offset, _) in found.items():
@@ -442,6 +449,7 @@ class AIOKafkaConsumer:
         _, coordinator = self._parts()
         tps = list(partitions) or list(self._subscription.assignment)
         for tp in tps:
+            _check_tp(tp)
             self._subscription.state(tp)
         committed = await coordinator.committed(tps)
         out: dict[TopicPartition, int | None] = {}
@@ -454,9 +462,10 @@ class AIOKafkaConsumer:
 
     async def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to be handed out (waits until it is known)."""
-        self._parts()
+        _, coordinator = self._parts()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout_ms / 1000
+        initialised = False
         while True:
             st = self._subscription.state(partition)
             if st.has_valid_position:
@@ -464,6 +473,13 @@ class AIOKafkaConsumer:
             if st.error is not None:
                 exc, st.error = st.error, None
                 raise exc
+            if st.position is None and st.reset is None and not initialised:
+                # not initialised yet: do it here rather than wait for the coordinator task,
+                # which may be the caller (position() in on_partitions_assigned, as aiokafka
+                # allows)
+                initialised = True
+                await coordinator._init_positions()
+                continue
             if loop.time() >= deadline:
                 raise Errors.KafkaTimeoutError(
                     f"position of {partition} unknown after request_timeout_ms"
@@ -479,9 +495,9 @@ class AIOKafkaConsumer:
         return self._subscription.state(partition).lso
 
     def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
-        """aiokafka compatibility: not tracked, always None."""
-        self._subscription.state(partition)
-        return None
+        """When (ms since the epoch) the latest fetch answer for ``partition`` arrived (None
+        before one), as aiokafka's."""
+        return self._subscription.state(partition).last_poll_ms
 
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
@@ -490,26 +506,29 @@ class AIOKafkaConsumer:
         _, coordinator = self._parts()
         if self._group_id is None:
             raise Errors.IllegalOperation("commit() requires a group_id")
+        subs = self._subscription
+        # aiokafka's rules and exception classes, in its order
+        if not subs.subscribed and not subs.user_assigned:
+            raise Errors.IllegalStateError("Not subscribed to any topics")
+        if (
+            not subs.assignment
+            and coordinator.uses_group
+            and not coordinator.assigned_once.is_set()
+        ):
+            raise Errors.IllegalStateError("No partitions assigned")
         if offsets is None:
             to_commit = {
                 tp: OffsetAndMetadata(st.position, "")
-                for tp, st in self._subscription.assignment.items()
+                for tp, st in subs.assignment.items()
                 if st.position is not None
             }
         else:
-            to_commit = {}
-            for tp, value in offsets.items():
-                if not isinstance(tp, TopicPartition):
-                    raise TypeError(f"commit() keys must be TopicPartition, got {tp!r}")
-                if isinstance(value, int):
-                    value = OffsetAndMetadata(value, "")
-                elif isinstance(value, tuple) and len(value) == 2:
-                    value = OffsetAndMetadata(int(value[0]), value[1] or "")
-                else:
-                    raise ValueError(f"bad offset for {tp}: {value!r}")
-                if value.offset < 0:
-                    raise ValueError(f"negative offset for {tp}")
-                to_commit[tp] = value
+            to_commit = _validate_offsets(offsets)
+            # (with the assignment revoked, e.g. max_poll_interval_ms exceeded, the group
+            # answers: CommitFailedError says why)
+            for tp in to_commit:
+                if subs.assignment and not subs.is_assigned(tp):
+                    raise Errors.IllegalStateError(f"Partition {tp} is not assigned")
         # through aiokafka's method name, so tracers that patch
         # GroupCoordinator.commit_offsets (ddtrace) see every explicit commit
         await coordinator.commit_offsets(self._subscription.assignment, to_commit)
@@ -603,6 +622,35 @@ class AIOKafkaConsumer:
         """``auto_offset_reset`` as given (kstreams' test helpers)."""
         reset = self._subscription.default_reset
         return next(k for k, v in OFFSET_RESET_STRATEGIES.items() if v == reset)
+
+
+def _check_tp(tp: Any) -> None:
+    if not isinstance(tp, TopicPartition):
+        raise TypeError(f"partitions must be TopicPartition instances, got {tp!r}")
+
+
+def _validate_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    """commit()'s ``offsets`` as aiokafka validates them: a non-empty dict of TopicPartition ->
+    offset, (offset, metadata) or OffsetAndMetadata (ValueError / TypeError otherwise)."""
+    if not offsets or not isinstance(offsets, Mapping):
+        raise ValueError(f"offsets must be a non-empty dict, got {offsets!r}")
+    out = {}
+    for tp, value in offsets.items():
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"Key should be TopicPartition instance, got {tp!r}")
+        if isinstance(value, int):
+            offset, metadata = value, ""
+        else:
+            try:
+                offset, metadata = value
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"bad offset for {tp}: {value!r}") from exc
+            if not isinstance(metadata, str):
+                raise TypeError(f"Metadata should be a string, got {metadata!r}")
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset for {tp} must be a non-negative int, got {offset!r}")
+        out[tp] = OffsetAndMetadata(offset, metadata)
+    return out
 
 
 Consumer = AIOKafkaConsumer

@@ -326,6 +326,7 @@ class Fetcher:
             raise Errors.for_code(response.error_code)("fetch request failed")
         subs = self._subs
         got_data = False
+        now_ms = int(time.time() * 1000)
         for topic_resp in response.responses:
             topic = topic_resp.topic
             for pd in topic_resp.partitions:
@@ -337,6 +338,7 @@ class Fetcher:
                 err = pd.error_code
                 if err == 0:
                     st.highwater = pd.high_watermark
+                    st.last_poll_ms = now_ms
                     if pd.last_stable_offset >= 0:
                         st.lso = pd.last_stable_offset
                     if pd.log_start_offset >= 0:

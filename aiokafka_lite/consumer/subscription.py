@@ -24,12 +24,22 @@ OFFSET_RESET_STRATEGIES = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 class PartitionState:
     """Where the consumer stands on one assigned partition."""
 
-    __slots__ = ("position", "paused", "highwater", "lso", "reset", "error", "log_start")
+    __slots__ = (
+        "position",
+        "paused",
+        "highwater",
+        "lso",
+        "reset",
+        "error",
+        "log_start",
+        "last_poll_ms",
+    )
 
     def __init__(self) -> None:
         self.position: int | None = None  # next offset to hand out; None = unknown yet
         self.paused = False
         self.highwater: int | None = None
+        self.last_poll_ms: int | None = None  # wall clock of the latest fetch answer for it
         self.lso: int | None = None
         self.log_start: int | None = None
         self.reset: int | None = None  # pending ListOffsets timestamp (EARLIEST/LATEST)
@@ -97,9 +107,15 @@ class SubscriptionState:
         """Subscribe to topics or a regex pattern (replaces any previous subscription)."""
         if self.user_assigned:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
-        self.listener = listener
+        compiled = None
         if pattern is not None:
-            self.pattern = re.compile(pattern)
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid subscription pattern {pattern!r}: {exc}") from None
+        self.listener = listener
+        if compiled is not None:
+            self.pattern = compiled
             self.topics = frozenset()
         else:
             self.pattern = None

@@ -141,6 +141,13 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
     __slots__ = ()
     _asyncio_future_blocking = False  # marks the class as future-like for asyncio.isfuture()
 
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # aiokafka's send() returns an asyncio.Future and code checks for one (FastStream's
+        # publish(no_confirm=True) contract): isinstance() consults __class__ after type(), so
+        # isinstance(handle, asyncio.Future) holds. type(handle) is still RecordHandle.
+        return asyncio.Future
+
     @property
     def _batch(self) -> ProducerBatch:
         return self[0]  # type: ignore[no-any-return]

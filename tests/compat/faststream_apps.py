@@ -179,6 +179,37 @@ async def max_workers_group() -> dict[str, Any]:
     return seen.result()
 
 
+async def max_workers_ack_between_partitions() -> dict[str, Any]:
+    """max_workers with a group and AckPolicy.ACK: one consumer per worker, each record carries
+    its consumer (FastStream sets ``record.consumer``), acks commit per message."""
+    from faststream import AckPolicy
+
+    topic = _name("t")
+    await _create_topic(topic, 3)
+    broker = KafkaBroker(BOOTSTRAP)
+    seen = _Seen(set())
+    consumers: set[int] = set()
+
+    @broker.subscriber(
+        topic,
+        group_id=_name("g"),
+        auto_offset_reset="earliest",
+        max_workers=3,
+        ack_policy=AckPolicy.ACK,
+    )
+    async def handle(msg: str, message: KafkaMessage) -> None:
+        consumers.add(id(getattr(message.raw_message, "consumer", None)))
+        seen.add(msg)
+
+    async with broker:
+        await broker.start()
+        await _publish_all(broker, seen, topic, 30, 3)
+        await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+    out = seen.result()
+    out["several_consumers"] = len(consumers) >= 2
+    return out
+
+
 async def two_apps_one_group() -> dict[str, Any]:
     """Two brokers (two app instances) in one consumer group share the partitions."""
     topic = _name("t")
@@ -353,9 +384,56 @@ async def publish_batch_nack_ping() -> dict[str, Any]:
         out["batch_partition_ok"] = md.partition in (0, 1) and md.offset == 0
         await broker.publish_batch("b3", "b4", "b5", topic=topic, partition=md.partition)
         await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+        # publish(no_confirm=True) hands back the send future (an asyncio.Future in aiokafka)
+        fut = await broker.publish("", topic=_name("nc"), no_confirm=True)
+        bfut = await broker.publish_batch(1, "hi", topic=_name("nc"), no_confirm=True)
+        out["no_confirm_futures"] = [
+            isinstance(fut, asyncio.Future),
+            isinstance(bfut, asyncio.Future),
+            (await fut).offset,
+            (await bfut).offset,
+        ]
     out.update(seen.result())
     out["nacked"] = nacked
     return out
+
+
+async def graceful_shutdown_redelivers() -> dict[str, Any]:
+    """A handler interrupted by shutdown (graceful_timeout) is not committed: the next app
+    instance in the group gets the message again, once."""
+    from faststream import AckPolicy
+
+    topic = _name("t")
+    group = _name("g")
+    await _create_topic(topic, 1)
+    started = asyncio.Event()
+    broker = KafkaBroker(BOOTSTRAP, graceful_timeout=0.3)
+
+    @broker.subscriber(
+        topic, group_id=group, ack_policy=AckPolicy.NACK_ON_ERROR, auto_offset_reset="earliest"
+    )
+    async def slow(_: str) -> None:
+        started.set()
+        await asyncio.sleep(60)  # interrupted by the broker's shutdown
+
+    async with broker:
+        await broker.start()
+        await broker.publish("payload", topic)
+        await asyncio.wait_for(started.wait(), TIMEOUT)
+    seen = _Seen({"payload", "end-0"})
+    again = KafkaBroker(BOOTSTRAP)
+
+    @again.subscriber(
+        topic, group_id=group, ack_policy=AckPolicy.NACK_ON_ERROR, auto_offset_reset="earliest"
+    )
+    async def retry(msg: str) -> None:
+        seen.add(msg)
+
+    async with again:
+        await again.start()
+        await again.publish("end-0", topic)
+        await asyncio.wait_for(seen.done.wait(), TIMEOUT)
+    return seen.result()
 
 
 async def test_client_with_real() -> dict[str, Any]:
@@ -443,6 +521,8 @@ SCENARIOS = {
     "manual_ack": manual_ack,
     "test_client_with_real": test_client_with_real,
     "publish_batch_nack_ping": publish_batch_nack_ping,
+    "max_workers_ack_between_partitions": max_workers_ack_between_partitions,
+    "graceful_shutdown_redelivers": graceful_shutdown_redelivers,
 }
 SYNC_SCENARIOS = {"fastapi_router": _fastapi_app}
 

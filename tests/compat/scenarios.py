@@ -156,6 +156,9 @@ async def consumer_manual_assign(ctx: Any) -> Any:
         recs = await _collect(c, 6)
         out["records"] = [ctx.rec(r) for r in recs]
         out["highwater"] = (c.highwater(tp0) or 0) + (c.highwater(tp1) or 0)
+        now_ms = int(__import__("time").time() * 1000)
+        lp = c.last_poll_timestamp(tp0)
+        out["last_poll_recent"] = lp is not None and now_ms - 60000 <= lp <= now_ms
         out["end"] = sum((await c.end_offsets([tp0, tp1])).values())
         out["begin"] = await c.beginning_offsets([tp0, tp1])
         c.seek(tp0, 1)
@@ -549,8 +552,15 @@ async def transaction_send_offsets(ctx: Any) -> Any:
             await p.send_offsets_to_transaction(
                 {TopicPartition(src, 0): recs[-1].offset + 1}, group
             )
-        out["committed"] = await c.committed(TopicPartition(src, 0))
-        out["bad_offsets"] = "n/a"
+        # the group applies transactional offsets when the commit markers are written, a
+        # moment after commit_transaction() returns: wait for them
+        committed = None
+        for _ in range(200):
+            committed = await c.committed(TopicPartition(src, 0))
+            if committed is not None:
+                break
+            await asyncio.sleep(0.05)
+        out["committed"] = committed
     return out
 
 
@@ -726,4 +736,273 @@ async def admin_topics(ctx: Any) -> Any:
         await admin.delete_topics([name])
     finally:
         await admin.close()
+    return out
+
+
+async def consumer_offset_reset_none(ctx: Any) -> Any:
+    """auto_offset_reset="none" without a committed offset: the error reaches the iterator."""
+    topic = await ctx.topic(1)
+    await _produce(ctx, topic, 1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic, bootstrap_servers=ctx.bootstrap, auto_offset_reset="none"
+    ) as c:
+
+        async def iterate() -> Any:
+            async for _ in c:
+                return "record"
+            return "ended"
+
+        out["async_for"] = await ctx.outcome(asyncio.wait_for(iterate(), 20))
+        out["getmany"] = await ctx.outcome(asyncio.wait_for(c.getmany(timeout_ms=2000), 20))
+    return out
+
+
+async def client_helpers(ctx: Any) -> Any:
+    """The AIOKafkaClient calls aiokafka's own test helpers and some applications make."""
+    from aiokafka.client import AIOKafkaClient
+
+    topic = await ctx.topic(2)
+    client = AIOKafkaClient(bootstrap_servers=ctx.bootstrap)
+    await client.bootstrap()
+    try:
+        client.add_topic(topic)
+        ok = await client.force_metadata_update()
+        out = {
+            "ok": ok,
+            "known": topic in client.cluster.topics(),
+            "partitions": client.cluster.partitions_for_topic(topic),
+            "brokers": len(client.cluster.brokers()),
+            "wait_on_metadata": await client._wait_on_metadata(topic),
+        }
+    finally:
+        await client.close()
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        out["producer_client_parts"] = await p.client._wait_on_metadata(topic)
+    return out
+
+
+async def consumer_commit_and_seek_validation(ctx: Any) -> Any:
+    """commit()/seek*() argument checks (aiokafka's own tests exercise these)."""
+    topic = await ctx.topic(2)
+    tp = TopicPartition(topic, 0)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="earliest",
+    ) as c:
+        pos = await c.position(tp)
+        out["empty"] = await ctx.outcome(c.commit({}))
+        out["string"] = await ctx.outcome(c.commit("something"))
+        out["triple"] = await ctx.outcome(c.commit({tp: (pos, "m", 100)}))
+        out["key"] = await ctx.outcome(c.commit({"t": (pos, "")}))
+        out["meta_int"] = await ctx.outcome(c.commit({tp: (pos, 1000)}))
+        out["meta_bytes"] = await ctx.outcome(c.commit({tp: (pos, b"\x00")}))
+        out["unassigned"] = await ctx.outcome(c.commit({TopicPartition(topic, 10): 1}))
+        out["ok"] = await ctx.outcome(c.commit({tp: (pos, "meta")}))
+        out["seek_str"] = ctx.call(c.seek, tp, "")
+        out["seek_to_beginning_int"] = await ctx.outcome(c.seek_to_beginning(1))
+        out["seek_to_end_int"] = await ctx.outcome(c.seek_to_end(1))
+        out["seek_to_committed_int"] = await ctx.outcome(c.seek_to_committed(1))
+        out["seek_unassigned"] = await ctx.outcome(c.seek_to_beginning(TopicPartition(topic, 7)))
+        out["bad_pattern"] = ctx.call(c.subscribe, pattern="^(spome(")
+        out["committed_unknown_topic"] = await c.committed(TopicPartition("no-such-topic", 2))
+        c.unsubscribe()
+        out["after_unsubscribe"] = await ctx.outcome(c.commit({tp: 1}))
+    return out
+
+
+async def consumer_pattern_no_group(ctx: Any) -> Any:
+    """Pattern subscription without a group_id learns matching topics as they appear."""
+    prefix = ctx.name("nogrouppat")
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        metadata_max_age_ms=200,
+        fetch_max_wait_ms=50,
+        auto_offset_reset="earliest",
+    )
+    await c.start()
+    try:
+        c.subscribe(pattern=f"^{prefix}-.*$")
+        task = asyncio.ensure_future(c.getone())
+        out["subscription_before"] = c.subscription()
+        t1 = prefix + "-1"
+        async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+            await p.client._wait_on_metadata(t1)
+            out["learned"] = await ctx.wait_for(lambda: c.subscription() == {t1}, 20)
+            await p.send_and_wait(t1, b"test msg")
+        out["value"] = (await asyncio.wait_for(task, 20)).value
+    finally:
+        await c.stop()
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        exclude_internal_topics=False,
+        metadata_max_age_ms=200,
+    )
+    c.subscribe(pattern="^__consumer_off.*$")
+    await c.start()
+    try:
+        out["internal_included"] = "__consumer_offsets" in c.subscription()
+    finally:
+        await c.stop()
+    return out
+
+
+async def consumer_stop_and_out_of_range(ctx: Any) -> Any:
+    topic = await ctx.topic(1)
+    await _produce(ctx, topic, 1)
+    tp = TopicPartition(topic, 0)
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="none",
+    )
+    await c.start()
+    try:
+        out["no_offset"] = await ctx.outcome(c.getmany(timeout_ms=1000))
+        c.seek(tp, 19999)
+        got = await ctx.outcome(c.getmany(tp, timeout_ms=1000))
+        if "ok" in got:
+            got = await ctx.outcome(c.getmany(tp, timeout_ms=1000))
+        out["out_of_range"] = got
+        c.seek(tp, 0)
+        r = await c.getone(tp)
+        out["after_seek_back"] = r.offset
+        pending = asyncio.ensure_future(c.getmany(timeout_ms=10000))
+        await asyncio.sleep(0.1)  # let it start waiting (not an assertion)
+    finally:
+        await c.stop()
+    out["done_when_stop_returns"] = pending.done()
+    out["result"] = pending.result() if pending.done() else "pending"
+    out["later_timeout0"] = await ctx.outcome(c.getmany(timeout_ms=0))
+    return out
+
+
+async def listener_calls_consumer(ctx: Any) -> Any:
+    """on_partitions_assigned may await committed()/position()/seek_to_end() (no deadlock)."""
+    topic = await ctx.topic(1)
+    await _produce(ctx, topic, 3)
+    tp0 = TopicPartition(topic, 0)
+    result: dict[str, Any] = {}
+
+    class Reseek(ConsumerRebalanceListener):
+        def __init__(self, consumer: Any) -> None:
+            self.consumer = consumer
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            if tp0 not in assigned:
+                return
+            result["committed"] = await self.consumer.committed(tp0)
+            result["position"] = await self.consumer.position(tp0)
+            await self.consumer.seek_to_end(tp0)
+            result["position_after_seek_to_end"] = await self.consumer.position(tp0)
+
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    c.subscribe([topic], listener=Reseek(c))
+    await c.start()
+    try:
+        await ctx.wait_for(lambda: "position_after_seek_to_end" in result, 30)
+    finally:
+        await c.stop()
+    return result
+
+
+async def producer_batch_limits(ctx: Any) -> Any:
+    """create_batch(): fills up to max_batch_size (append -> None), a too-large FIRST record is
+    accepted, send_batch after stop raises."""
+    topic = await ctx.topic(2)
+    out: dict[str, Any] = {}
+    p = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, max_batch_size=10000)
+    await p.start()
+    try:
+        md = await p.send_and_wait(topic, b"discovering offset", partition=1)
+        batch = p.create_batch()
+        out["empty_count"] = batch.record_count()
+        num = 0
+        while batch.append(key=b"test key", value=b"test value", timestamp=None) is not None:
+            num += 1
+        out["filled_some"] = num > 0
+        out["count_matches"] = batch.record_count() == num
+        fut = await p.send_batch(batch, topic, partition=1)
+        resp = await fut
+        out["batch_md"] = (resp.topic == topic, resp.partition, resp.offset - md.offset)
+        big = b"m" * 10001
+        batch = p.create_batch()
+        out["first_too_large_accepted"] = (
+            batch.append(key=None, value=big, timestamp=None) is not None
+        )
+        batch = p.create_batch()
+        batch.append(key=None, value=b"short", timestamp=None)
+        out["second_too_large_rejected"] = batch.append(key=None, value=big, timestamp=None) is None
+    finally:
+        await p.stop()
+    out["after_stop"] = await ctx.outcome(p.send_batch(batch, topic, partition=1))
+    out["stop_twice"] = await ctx.outcome(p.stop())
+    return out
+
+
+async def transactions_public_api(ctx: Any) -> Any:
+    """Transaction API edge cases as aiokafka's own tests use them."""
+    topic = await ctx.topic(1)
+    txn = ctx.name("txn")
+    out: dict[str, Any] = {}
+    p1 = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn)
+    await p1.start()
+    try:
+        await p1.begin_transaction()
+        await p1.commit_transaction()  # empty transactions are fine
+        await p1.begin_transaction()
+        await p1.abort_transaction()
+        out["offsets_outside_txn"] = await ctx.outcome(p1.send_offsets_to_transaction({}, None))
+        async with p1.transaction():
+            out["offsets_no_group"] = await ctx.outcome(
+                p1.send_offsets_to_transaction({}, group_id=None)
+            )
+        await p1.begin_transaction()
+        batch = p1.create_batch()
+        batch.append(timestamp=None, key=None, value=b"1")
+        batch.close()
+        f1 = await p1.send_batch(batch, topic, partition=0)
+        futs = [await p1.send(topic, b"x") for _ in range(5)]
+        await p1.commit_transaction()
+        out["all_done_after_commit"] = f1.done() and all(f.done() for f in futs)
+        p2 = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, transactional_id=txn)
+        await p2.start()
+        try:
+            async with p2.transaction():
+                await p2.send_and_wait(topic, b"p2")
+
+            async def fenced() -> None:
+                async with p1.transaction():
+                    await p1.send_and_wait(topic, b"p1")
+
+            out["fenced"] = await ctx.outcome(asyncio.wait_for(fenced(), 30))
+        finally:
+            await p2.stop()
+    finally:
+        await p1.stop()
+    plain = AIOKafkaProducer(bootstrap_servers=ctx.bootstrap)
+    await plain.start()
+    try:
+        out["no_txn_id"] = [
+            await ctx.outcome(plain.begin_transaction()),
+            await ctx.outcome(plain.commit_transaction()),
+            await ctx.outcome(plain.abort_transaction()),
+        ]
+    finally:
+        await plain.stop()
     return out

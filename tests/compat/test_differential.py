@@ -93,6 +93,7 @@ BROKER_GAPS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "producer_fenced": (("tansu", "noida"), "embedded brokers do not fence producers"),
     "transaction_send_offsets": (("tansu",), "Tansu transactions are partial"),
+    "transactions_public_api": (("tansu", "noida"), "embedded brokers do not fence producers"),
 }
 
 

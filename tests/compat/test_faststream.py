@@ -35,6 +35,8 @@ SCENARIOS = [
     "test_client_with_real",
     "fastapi_router",
     "publish_batch_nack_ping",
+    "max_workers_ack_between_partitions",
+    "graceful_shutdown_redelivers",
 ]
 
 #: scenario -> (broker kinds, reason) where the test broker cannot run it
@@ -83,9 +85,12 @@ def test_faststream_app(scenario: str, broker: Any) -> None:
         assert result["both_apps_consumed"]
     if scenario == "manual_partitions":
         assert result["partitions"] == [1]
+    if scenario == "max_workers_ack_between_partitions":
+        assert result["several_consumers"]
     if scenario == "publish_batch_nack_ping":
         assert result["ping"]
         assert result["batch_partition_ok"]
         assert result["nacked"] == ["b3"]
+        assert result["no_confirm_futures"] == [True, True, 0, 0]
     if scenario == "rebalance_listener":
         assert result["assigned_events"] == [["assigned", 2]]
