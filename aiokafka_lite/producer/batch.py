@@ -360,6 +360,8 @@ _deferred: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = (
 #: directly while the same loop defers again (one identity check instead of a
 #: WeakKeyDictionary lookup per handle). Safe across threads: a loop's list is only appended
 #: to and drained by the thread running that loop, and _drain clears this before draining.
+#: Layout: [loop, pending list, last shared context snapshot (a 1-tuple) or None]. A loop
+#: closed before its drain ran stays referenced here until another loop defers.
 _last_deferred: list[Any] | None = None
 _zeros = repeat(0)
 
