@@ -173,5 +173,6 @@ def test_structs() -> None:
     assert pm.leader_epoch == -1 and tuple(pm.offline_replicas) == ()
     rec: ConsumerRecord[bytes, bytes] = ConsumerRecord("t", 0, 5, 1, 0, None, b"v", None, -1, 1, [])
     assert rec.value == b"v" and rec.offset == 5
-    with pytest.raises(AttributeError):
-        rec.extra = 1  # type: ignore[attr-defined]
+    # as aiokafka's (a plain dataclass): applications may attach attributes (FastStream does)
+    rec.extra = 1  # type: ignore[attr-defined]
+    assert rec.extra == 1  # type: ignore[attr-defined]
