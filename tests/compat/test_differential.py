@@ -60,10 +60,6 @@ DOCUMENTED_DIFFERENCES: dict[tuple[str, str], str] = {
         "begin_transaction() inside a transaction / commit_transaction() outside one: "
         "IllegalOperation (aiokafka: AssertionError)"
     ),
-    ("admin_topics", "/create_again"): (
-        "admin create_topics() of an existing topic raises TopicAlreadyExistsError (aiokafka "
-        "returns the response with the error code): admin parity is its own issue"
-    ),
     ("consumer_not_started", "/getmany"): (
         "getmany()/getone() before start(): IllegalStateError (aiokafka: AttributeError)"
     ),
