@@ -28,8 +28,11 @@ jars:
 	$(PY) -m aiokafka_lite._apache fetch
 	$(PY) -m tests.java_oracle build
 
+# Tests run in parallel workers, one group of tests per broker (conftest's xdist groups), so
+# each worker starts only its brokers; `make test XDIST=` runs them in one process.
+XDIST ?= -n 4 --dist loadgroup
 test:
-	$(PY) -m pytest -q tests/ $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests/ $(XDIST) $(PYTEST_ARGS)
 
 lint:
 	$(PY) -m ruff check .

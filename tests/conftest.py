@@ -289,8 +289,25 @@ def pytest_report_header(config: pytest.Config) -> str:
     return line
 
 
+def _xdist_group(item: pytest.Item) -> str:
+    """The parallel-run group of a test: one per broker it needs, so that under
+    ``pytest -n N --dist loadgroup`` each worker starts only the brokers of its groups."""
+    names = getattr(item, "fixturenames", ())
+    if "apache_cluster" in names:
+        return "apache-cluster"
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("broker") if callspec is not None else None
+    if kind is not None:
+        return str(kind)
+    return "apache39" if "apache39" in names else "no-broker"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        group = _xdist_group(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        # reports carry it to the process that prints the per-kind counts (xdist's controller)
+        item.user_properties.append(("broker_kind", group))
         if "broker" not in getattr(item, "fixturenames", ()):
             continue
         item.add_marker(pytest.mark.integration)
@@ -312,14 +329,11 @@ _outcomes_by_kind: dict[str, dict[str, int]] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count outcomes per broker kind (the ``[apache]``-style parameter of the test id)."""
+    """Count outcomes per broker kind (the group conftest gave each test at collection)."""
     if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
         return
-    match = re.search(
-        r"\[(?:[^\]]*-)?(apache|tansu|noida|kafka|external)(?:-[^\]]*)?\]$", report.nodeid
-    )
-    kind = match.group(1) if match else "no broker"
-    counts = _outcomes_by_kind.setdefault(kind, {})
+    kind = dict(report.user_properties).get("broker_kind", "no-broker")
+    counts = _outcomes_by_kind.setdefault(str(kind), {})
     counts[report.outcome] = counts.get(report.outcome, 0) + 1
 
 

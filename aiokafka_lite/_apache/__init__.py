@@ -451,21 +451,44 @@ class ApacheKafka:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> ApacheKafka:
-        """Resolve the jars, format storage (first time), start every node and wait for them."""
-        if self.cluster_id is None:
+        """Resolve the jars, format storage (first time), start every node and wait for them.
+
+        Ports are picked free just before the start, which leaves a small race with other
+        processes (parallel test workers): a first start whose node lost a port is retried
+        on new ports, twice at most."""
+        first = self.cluster_id is None
+        if first:
             self.classpath = kafka_classpath(self.version)
             self.tls_ca, self.tls_keystore = _make_tls(self.workdir / "tls")
-            self._format()
         with _live_lock:
             _live.add(self)
+        for attempt in range(3 if first else 1):
+            if self.cluster_id is None:
+                self._format()
+            for n in self.nodes:
+                n.start()
+            try:
+                self.wait_ready()
+                return self
+            except ApacheKafkaError:
+                lost_port = any("Address already in use" in n.log_tail(400) for n in self.nodes)
+                if not (first and lost_port) or attempt == 2:
+                    self.stop(timeout=10.0)
+                    raise
+                self._new_ports()
+            except BaseException:
+                self.stop(timeout=10.0)
+                raise
+        raise AssertionError("unreachable")
+
+    def _new_ports(self) -> None:
+        """Stop every node, forget its storage and pick new ports (a retried first start)."""
         for n in self.nodes:
-            n.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop(timeout=10.0)
-            raise
-        return self
+            n.kill()
+            shutil.rmtree(n.workdir, ignore_errors=True)
+            n.port, n.sasl_port = free_port(self.host), free_port(self.host)
+            n.ssl_port, n.controller_port = free_port(self.host), free_port(self.host)
+        self.cluster_id = None
 
     def _format(self) -> None:
         voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
