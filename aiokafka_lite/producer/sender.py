@@ -603,15 +603,18 @@ class Sender:
         """OutOfOrderSequence/UnknownProducerId: retry behind an earlier retry, else bump (KIP-360)."""
         txn = self.txn
         assert txn is not None
-        if txn.transactional:  # inside a transaction these make it abortable
-            txn.set_error(exc)
-            self.acc.fail(batch, exc)
-            return
+        # a batch of the same partition with a lower sequence is still unresolved: this one is
+        # not the partition's next sequence, so the error is the gap behind that one (e.g. its
+        # request was lost); retry in sequence order, as the Java client does
         earlier = any(
             o.tp == batch.tp and 0 <= o.sequence < batch.sequence
             for o in self.acc.incomplete
             if o is not batch
         )
+        if txn.transactional and not (earlier and isinstance(exc, Errors.OutOfOrderSequenceNumber)):
+            txn.set_error(exc)  # inside a transaction the others make it abortable
+            self.acc.fail(batch, exc)
+            return
         if not earlier:
             self._bump_needed = True
         if now + self.retry_backoff < batch.deadline and not self._force_close:
