@@ -10,6 +10,7 @@ something did not happen: they wait for conditions, with timeouts.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import aiokafka
@@ -178,14 +179,17 @@ async def consumer_manual_assign(ctx: Any) -> Any:
 async def consumer_offsets_for_times(ctx: Any) -> Any:
     topic = await ctx.topic(1)
     tp = TopicPartition(topic, 0)
+    # recent timestamps (noida-db deletes records older than retention within seconds), the
+    # same in both runs: an hour boundary an hour ago; reported relative to it
+    base = (int(time.time() * 1000) // 3_600_000 - 1) * 3_600_000
     async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
         for i, ts in enumerate((1000, 2000, 3000)):
-            await p.send_and_wait(topic, f"v{i}".encode(), timestamp_ms=ts)
+            await p.send_and_wait(topic, f"v{i}".encode(), timestamp_ms=base + ts)
     out: dict[str, Any] = {}
     # request_timeout_ms: aiokafka waits that long before failing on an unknown partition
     async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, request_timeout_ms=5000) as c:
-        found = await c.offsets_for_times({tp: 1500})
-        out["1500"] = [(k, tuple(v) if v else None) for k, v in found.items()]
+        found = await c.offsets_for_times({tp: base + 1500})
+        out["1500"] = [(k, (v[0], v[1] - base) if v else None) for k, v in found.items()]
         found = await c.offsets_for_times({tp: 10**13})
         out["future"] = [(k, v) for k, v in found.items()]
         out["unknown_partition"] = await ctx.outcome(
