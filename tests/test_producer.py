@@ -277,7 +277,10 @@ async def test_acks_zero_resolves_to_none(kafka_bootstrap: str, new_topic) -> No
         mds = await asyncio.gather(*handles)
         assert mds == [None] * 50
         assert await producer.send_and_wait(topic, b"one more") is None
-    got = await read_back(kafka_bootstrap, topic, 51)
+        # read while the producer (and its connection) is still open: with acks=0 nothing says
+        # when the broker has processed the last request, and closing the socket right after
+        # writing it may drop it (Tansu does)
+        got = await read_back(kafka_bootstrap, topic, 51)
     assert len(got) == 51
 
 
