@@ -52,6 +52,7 @@ from typing import Literal
 
 __all__ = [
     "BROKER_KINDS",
+    "ChildProcess",
     "EmbeddedBroker",
     "EmbeddedBrokerError",
     "broker_binary",
@@ -136,7 +137,24 @@ def probe_api_versions(host: str, port: int, timeout: float = 1.0) -> int:
     return int(error_code)
 
 
-class EmbeddedBroker:
+class ChildProcess:
+    """``pid`` and ``running`` of a broker child process held in ``_proc`` (shared by the
+    embedded brokers and the Apache Kafka nodes)."""
+
+    _proc: subprocess.Popen[bytes] | None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id while the broker runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        """True while the broker process is alive (also while it is paused)."""
+        return self._proc is not None and self._proc.poll() is None
+
+
+class EmbeddedBroker(ChildProcess):
     """A Kafka broker child process listening on ``host:port`` (see the module docstring).
 
     ``port=None`` picks a free port. ``data_dir`` (noida only) keeps the data there and leaves
@@ -179,16 +197,6 @@ class EmbeddedBroker:
     def bootstrap(self) -> str:
         """``"host:port"``, ready to pass as ``bootstrap_servers``."""
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """The process id while the broker runs."""
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """True while the broker process is alive."""
-        return self._proc is not None and self._proc.poll() is None
 
     @property
     def log_path(self) -> Path | None:

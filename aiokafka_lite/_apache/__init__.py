@@ -38,7 +38,7 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
-from .._embedded import free_port, probe_api_versions
+from .._embedded import ChildProcess, free_port, probe_api_versions
 
 __all__ = [
     "KAFKA_VERSIONS",
@@ -214,7 +214,7 @@ def _recv(sock: socket.socket, size: int) -> bytes:
 # ------------------------------------------------------------------------------------- nodes
 
 
-class ApacheNode:
+class ApacheNode(ChildProcess):
     """One KRaft process (broker and controller) of an :class:`ApacheKafka` cluster."""
 
     def __init__(self, cluster: ApacheKafka, node_id: int, workdir: Path) -> None:
@@ -236,16 +236,6 @@ class ApacheNode:
     def bootstrap(self) -> str:
         """``"host:port"`` of this node's PLAINTEXT listener."""
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """The JVM's process id while it runs."""
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """True while the JVM is alive (also while it is paused)."""
-        return self._proc is not None and self._proc.poll() is None
 
     def __repr__(self) -> str:
         state = "paused" if self.paused else ("running" if self.running else "stopped")
