@@ -8,34 +8,17 @@ What a user of the library observes must be the same.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
+from tests.compat import run_script
+
 RESULT_PREFIX = "ECOSYSTEM-RESULT:"
 
 
 def run(mode: str, scenario: str, bootstrap: str) -> dict[str, Any]:
-    env = dict(os.environ, COMPAT_BOOTSTRAP=bootstrap, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "ecosystem_apps.py"), mode, scenario],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(ROOT),
-        timeout=180,
-        check=False,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    assert lines, f"{mode} {scenario}: no result (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    result = run_script("ecosystem_apps.py", mode, scenario, bootstrap, RESULT_PREFIX, 180)
     assert result.pop("aiokafka_is_lite") is (mode == "lite")
     return result
 

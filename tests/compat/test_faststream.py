@@ -7,19 +7,14 @@ client) against the session's broker; every message must arrive exactly once.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.compat import run_script
+
 pytest.importorskip("faststream.kafka")
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 RESULT_PREFIX = "FASTSTREAM-RESULT:"
 
 SCENARIOS = [
@@ -44,20 +39,7 @@ BROKER_GAPS: dict[str, tuple[tuple[str, ...], str]] = {}
 
 
 def run_app(scenario: str, bootstrap: str, mode: str = "lite") -> dict[str, Any]:
-    env = dict(os.environ, COMPAT_BOOTSTRAP=bootstrap, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "faststream_apps.py"), mode, scenario],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(ROOT),
-        timeout=240,
-        check=False,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    assert lines, f"no result (exit {proc.returncode}); stderr tail:\n{proc.stderr[-4000:]}"
-    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    return result
+    return run_script("faststream_apps.py", mode, scenario, bootstrap, RESULT_PREFIX)
 
 
 def _exactly_once(result: dict[str, Any]) -> None:
