@@ -159,19 +159,29 @@ async def test_describe_alter_and_incremental_alter_configs(broker, new_topic):
             assert (code, rtype, rname) == (0, ConfigResourceType.TOPIC, topic)
             return next(e.config_value for e in entries if e.config_names == name)
 
+        async def shows(name: str, expected: str) -> bool:
+            # A KRaft broker applies a committed config change to its own view a moment after
+            # the alter returns: describe until it shows the change (bounded).
+            deadline = asyncio.get_running_loop().time() + 15
+            while (current := await value(name)) != expected:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"{name} is {current!r}, not {expected!r}, after 15 s")
+                await asyncio.sleep(0.05)
+            return True
+
         [altered] = await admin.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "123456"})]
         )
         [res] = altered.resources
         assert (res.error_code, res.resource_type, res.resource_name) == (0, 2, topic)
-        assert await value("retention.ms") == "123456"
+        assert await shows("retention.ms", "123456")
 
         [inc] = await admin.incremental_alter_configs(
             [ConfigResource("topic", topic, {"segment.ms": "3600000", "retention.ms": None})]
         )
         assert inc.resources[0].error_code == 0
-        assert await value("segment.ms") == "3600000"
-        assert await value("retention.ms") == "604800000"  # deleted: back to the default
+        assert await shows("segment.ms", "3600000")
+        assert await shows("retention.ms", "604800000")  # deleted: back to the default
 
         [bad] = await admin.incremental_alter_configs(
             [ConfigResource("topic", topic, {"retention.ms": "not-a-number"})]

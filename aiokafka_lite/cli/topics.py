@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 from ._common import CliError, add_bootstrap, positive_int, print_table, run
 
 __all__ = ["register"]
+
+_TOPIC_CONFIG_SOURCE = 1  # DescribeConfigs ConfigSource DYNAMIC_TOPIC_CONFIG
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -210,17 +213,28 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
                             f"topic {name!r}: {err} (error {code})"
                             + (f": {message}" if message else "")
                         )
-            described = await admin.describe_configs(
-                [
-                    ConfigResource(ConfigResourceType.TOPIC, t, dict.fromkeys(changes))
-                    for t in args.topics
-                ]
-            )
-        rows: list[tuple[str, str, str | None]] = []
-        for resp in described:
-            for _code, _msg, _type, name, entries in resp.resources:
-                rows.extend((name, e.config_names, e.config_value) for e in entries)
-        return rows
+            query = [
+                ConfigResource(ConfigResourceType.TOPIC, t, dict.fromkeys(changes))
+                for t in args.topics
+            ]
+            # A KRaft broker applies a committed change to its own view a moment later, so a
+            # describe right after the alter can still show the old value: describe until it
+            # shows the change (bounded by the command's --timeout).
+            while True:
+                rows: list[tuple[str, str, str | None]] = []
+                applied = True
+                for resp in await admin.describe_configs(query):
+                    for _code, _msg, _type, name, entries in resp.resources:
+                        for e in entries:
+                            rows.append((name, e.config_names, e.config_value))
+                            want = changes.get(e.config_names)
+                            if want is None:
+                                applied &= e.config_source != _TOPIC_CONFIG_SOURCE
+                            else:
+                                applied &= e.config_value == want
+                if applied or args.validate_only:
+                    return rows
+                await asyncio.sleep(0.05)
 
     rows = run(main(), args.timeout)
     print_table(("TOPIC", "CONFIG", "VALUE"), sorted(rows, key=lambda r: (r[0], r[1])))
