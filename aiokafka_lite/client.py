@@ -25,7 +25,7 @@ import logging
 import random
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import errors as Errors
@@ -522,6 +522,21 @@ class KafkaClient:
         if conn is None or not conn.connected:
             conn = await self._get_conn(node_id, group, timeout_ms)
         return await conn.send(request, expect_response=expect_response, timeout_ms=timeout_ms)
+
+    def send_nowait(
+        self,
+        node_id: int,
+        request: Any,
+        on_done: Callable[[Any, BaseException | None], None],
+        *,
+        group: str = "default",
+    ) -> bool:
+        """:meth:`BrokerConnection.send_nowait` on the open connection to ``node_id``; False
+        (nothing written) when there is none or it has no free in-flight slot."""
+        conn = self._conns.get((node_id, group))
+        if conn is None or not conn.connected:
+            return False
+        return conn.send_nowait(request, on_done)
 
     async def send_least_loaded(self, request: Any, *, timeout_ms: float | None = None) -> Any:
         """Send ``request`` to :meth:`least_loaded_node`."""

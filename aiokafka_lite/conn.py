@@ -1,9 +1,10 @@
 """One asyncio stream to one Kafka broker: framing, pipelining, deadlines.
 
 :class:`BrokerConnection` owns a TCP (optionally TLS) stream. Requests are written as soon as
-they are sent (pipelined, up to ``max_in_flight`` awaiting a response); a single reader task
-splits the response stream into frames and resolves the future registered under each
-correlation id.
+they are sent (pipelined, up to ``max_in_flight`` awaiting a response). The stream's protocol
+object splits the bytes into frames as they arrive, in ``data_received`` itself (no reader task:
+one event-loop turn less per response), decodes each and resolves the future registered under
+its correlation id.
 
 Invariants (the ones a reader of this file needs to trust it):
 
@@ -121,13 +122,14 @@ class BrokerConnection:
         self._on_close = on_close
 
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
         self._transport: Any = None
+        self._rbuf = bytearray()  # the start of a frame not yet complete
+        self._write_paused = False  # the transport's buffer is over its high-water mark
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._lost: asyncio.Future[None] | None = None  # resolved when the transport is gone
         self._high_water = 64 * 1024
         self._wqueue: list[bytes | bytearray] = []  # small frames waiting for _flush
         self._flush_scheduled = False
-        self._reader_task: asyncio.Task[None] | None = None
         self._idle_handle: asyncio.TimerHandle | None = None
         # correlation id -> (future, request class, version, deadline timer)
         self._pending: dict[int, tuple[asyncio.Future[Any], Any, int, asyncio.TimerHandle]] = {}
@@ -172,7 +174,7 @@ class BrokerConnection:
         Raises ``KafkaConnectionError`` (unreachable, reset), ``KafkaTimeoutError`` or the
         broker's own error (e.g. ``UnsupportedVersionError``, SASL failures).
         """
-        if self._closed or self._reader is not None:
+        if self._closed or self._loop is not None:
             raise Errors.IllegalStateError("BrokerConnection.connect() may be called once")
         loop = self._loop = asyncio.get_running_loop()
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
@@ -183,9 +185,10 @@ class BrokerConnection:
                 "ssl": self.ssl_context or ssl.create_default_context(),
                 "server_hostname": self.host,
             }
-        opening = asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls)
+        self._lost = loop.create_future()
+        opening = loop.create_connection(lambda: _Stream(self), self.host, self.port, **tls)
         try:
-            self._reader, self._writer = await asyncio.wait_for(opening, timeout)
+            transport, _proto = await asyncio.wait_for(opening, timeout)
         except asyncio.TimeoutError:
             self._fail_connect()
             raise Errors.KafkaConnectionError(
@@ -196,13 +199,15 @@ class BrokerConnection:
             raise Errors.KafkaConnectionError(
                 f"cannot connect to {self.host}:{self.port}: {exc}"
             ) from exc
-        self._transport = self._writer.transport  # type: ignore[union-attr]
+        self._transport = transport
+        if self.closed:  # lost between the handshake and here
+            transport.abort()
+            raise self._closed_error()
         try:
-            self._high_water = max(self._transport.get_write_buffer_limits()[1], 16 * 1024)
+            self._high_water = max(transport.get_write_buffer_limits()[1], 16 * 1024)
         except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
             pass
         self.last_activity = loop.time()
-        self._reader_task = loop.create_task(self._read_loop())
         try:
             await self._negotiate_versions(deadline)
             if self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
@@ -324,6 +329,36 @@ class BrokerConnection:
                 raise
         return await fut
 
+    def send_nowait(
+        self,
+        request: Any,
+        on_done: Callable[[Any, BaseException | None], None],
+        *,
+        timeout_ms: float | None = None,
+    ) -> bool:
+        """Write ``request`` now; ``on_done(response, None)`` or ``on_done(None, error)`` is
+        called from the event that ends it (its response frame, its deadline, the close),
+        with no task and no event-loop turn in between. Returns False, having written
+        nothing, when the connection is closed or no in-flight slot is free (then use
+        :meth:`send`). ``on_done`` must not raise (an exception is logged)."""
+        if self._closed or self._slots >= self.max_in_flight or self._slot_waiters:
+            return False
+        loop = self._loop
+        assert loop is not None, "connect() first"
+        cls = type(request)
+        version = self._versions.get(cls)
+        if version is None:
+            version = self.version_for(cls)
+        ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        corr = self._next_corr
+        frame = encode_request(request, version, corr, self.client_id)
+        self._next_corr = (corr + 1) & 0x7FFFFFFF
+        self._slots += 1
+        timer = loop.call_at(loop.time() + ms / 1000, self._expire, corr)
+        self._pending[corr] = (_Callback(on_done), cls, version, timer)  # type: ignore[assignment]
+        self._write(frame)
+        return True
+
     def _write(self, frame: bytes | bytearray) -> None:
         """Write a frame. Small frames sent while others are in flight are queued and go out
         together in one syscall at the end of the loop iteration; a lone request (the
@@ -332,7 +367,7 @@ class BrokerConnection:
         if len(frame) >= _COALESCE_LIMIT or (self._slots <= 1 and not self._wqueue):
             if self._wqueue:
                 self._flush()
-            self._writer.write(frame)  # type: ignore[union-attr]
+            self._transport.write(frame)
             return
         self._wqueue.append(frame)
         if not self._flush_scheduled:
@@ -347,13 +382,20 @@ class BrokerConnection:
         data = queue[0] if len(queue) == 1 else b"".join(queue)
         queue.clear()
         if not self._closed:
-            self._writer.write(data)  # type: ignore[union-attr]
+            self._transport.write(data)
 
     async def _drain(self, deadline: float) -> None:
+        """Wait until the transport's write buffer is below its low-water mark (bounded)."""
         self._flush()
+        if self._closed:
+            raise self._closed_error()
+        if not self._write_paused:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
+        self._drain_waiters.append(waiter)
         try:
             await asyncio.wait_for(
-                self._writer.drain(),  # type: ignore[union-attr]
+                waiter,
                 max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
             )
         except asyncio.TimeoutError:
@@ -362,9 +404,9 @@ class BrokerConnection:
             )
             self.close(err)
             raise err from None
-        except (OSError, RuntimeError) as exc:
-            self.close(Errors.KafkaConnectionError(f"write to {self.host}:{self.port}: {exc}"))
-            raise self._closed_error() from exc
+        finally:
+            if waiter in self._drain_waiters:
+                self._drain_waiters.remove(waiter)
 
     async def _wait_slot(self, deadline: float) -> None:
         waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
@@ -405,70 +447,95 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ read
 
-    async def _read_loop(self) -> None:
-        reader = self._reader
-        assert reader is not None
-        pending = self._pending
-        max_size = self.max_response_size
+    def _data_received(self, data: bytes) -> None:
+        """Split the stream into frames and handle each complete one, as the bytes arrive."""
+        buf = self._rbuf
+        if buf:
+            buf += data
+            view: bytes | bytearray = buf
+        else:
+            view = data
+        end = len(view)
+        pos = 0
         unpack = _I32.unpack_from
+        max_size = self.max_response_size
         try:
-            while True:
-                head = await reader.readexactly(4)
-                (size,) = unpack(head)
+            while end - pos >= 4:
+                (size,) = unpack(view, pos)
                 if size < 4 or size > max_size:
                     raise Errors.KafkaProtocolError(
                         f"response frame size {size} from {self.host}:{self.port} is outside "
                         f"4..{max_size} (max_response_size)"
                     )
-                payload = await reader.readexactly(size)
-                (corr,) = unpack(payload)
-                entry = pending.pop(corr, None)
-                if entry is None:
-                    raise Errors.CorrelationIdError(
-                        f"response from {self.host}:{self.port} has correlation id {corr}, "
-                        f"which matches no pending request"
-                    )
-                fut, cls, version, timer = entry
-                timer.cancel()
-                self._release_slot()
-                if fut.done():  # the caller gave up (cancelled); the stream stays in sync
-                    continue
-                if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
-                    version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
-                try:
-                    resp = decode_response(cls, version, payload)
-                except Errors.KafkaError as exc:
-                    fut.set_exception(exc)
-                    continue
-                except Exception as exc:  # a codec bug must not kill the reader silently
-                    fut.set_exception(
-                        Errors.KafkaProtocolError(
-                            f"cannot decode {cls.__name__} v{version}: {exc!r}"
-                        )
-                    )
-                    continue
-                fut.set_result(resp)
-        except asyncio.CancelledError:
-            raise
-        except asyncio.IncompleteReadError as exc:
-            self.close(
-                Errors.KafkaConnectionError(
-                    f"connection to {self.host}:{self.port} closed by the broker"
-                    + (
-                        f" in the middle of a frame ({len(exc.partial)} bytes read)"
-                        if exc.partial
-                        else ""
-                    )
-                )
-            )
+                stop = pos + 4 + size
+                if stop > end:
+                    break
+                payload = view[pos + 4 : stop] if view is data else bytes(buf[pos + 4 : stop])
+                pos = stop
+                self._frame(payload)
+                if self._closed:
+                    return
         except Errors.KafkaError as exc:
             self._fail_head(exc)
             self.close(exc)
-        except (OSError, ssl.SSLError) as exc:
+            return
+        if view is data:
+            if pos < end:
+                buf += data[pos:] if pos else data
+        elif pos:
+            del buf[:pos]
+
+    def _frame(self, payload: bytes) -> None:
+        """One complete response frame (after the size): resolve its request's future."""
+        (corr,) = _I32.unpack_from(payload)
+        entry = self._pending.pop(corr, None)
+        if entry is None:
+            raise Errors.CorrelationIdError(
+                f"response from {self.host}:{self.port} has correlation id {corr}, "
+                f"which matches no pending request"
+            )
+        fut, cls, version, timer = entry
+        timer.cancel()
+        self._release_slot()
+        if fut.done():  # the caller gave up (cancelled); the stream stays in sync
+            return
+        if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
+            version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
+        try:
+            resp = decode_response(cls, version, payload)
+        except Errors.KafkaError as exc:
+            fut.set_exception(exc)
+            return
+        except Exception as exc:  # a codec bug must fail this request, not the stream
+            fut.set_exception(
+                Errors.KafkaProtocolError(f"cannot decode {cls.__name__} v{version}: {exc!r}")
+            )
+            return
+        fut.set_result(resp)
+
+    def _connection_lost(self, exc: BaseException | None) -> None:
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
+        if self._closed:
+            return
+        if exc is None:
+            partial = len(self._rbuf)
+            self.close(
+                Errors.KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} closed by the broker"
+                    + (f" in the middle of a frame ({partial} bytes read)" if partial else "")
+                )
+            )
+        else:
             self.close(Errors.KafkaConnectionError(f"connection to {self.host}:{self.port}: {exc}"))
-        except Exception as exc:  # pragma: no cover - defensive
-            log.exception("reader for %s crashed", self)
-            self.close(Errors.KafkaConnectionError(f"reader crashed: {exc!r}"))
+
+    def _writing(self, paused: bool) -> None:
+        self._write_paused = paused
+        if not paused:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
 
     def _fail_head(self, exc: BaseException) -> None:
         """Give a framing error to the oldest pending request (the one the bad frame answered).
@@ -532,40 +599,27 @@ class BrokerConnection:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
+        drains, self._drain_waiters = self._drain_waiters, []
+        for w in drains:
+            if not w.done():
+                w.set_exception(self._closed_error())
         self._wqueue.clear()
-        if self._writer is not None:
+        self._rbuf = bytearray()
+        if self._transport is not None:
             try:
-                self._writer.close()
+                self._transport.close()
             except Exception:  # pragma: no cover - transport already gone
                 pass
-        task = self._reader_task
-        if task is not None and not task.done():
-            try:
-                current = asyncio.current_task()
-            except RuntimeError:
-                current = None
-            if task is not current:
-                task.cancel()
         if reason is not None:
             log.debug("closed %r: %s", self, reason)
         if self._on_close is not None:
             self._on_close(self, reason)
 
     async def wait_closed(self, timeout: float = 1.0) -> None:
-        """Wait (bounded) until the reader task and transport finished after :meth:`close`."""
-        tasks: list[Any] = []
-        if self._reader_task is not None:
-            tasks.append(self._reader_task)
-        if self._writer is not None:
-            tasks.append(asyncio.ensure_future(self._writer.wait_closed()))
-        if tasks:
-            done, not_done = await asyncio.wait(tasks, timeout=timeout)
-            for t in done:
-                if not t.cancelled():
-                    t.exception()  # mark retrieved
-            for t in not_done:
-                if t is not self._reader_task:
-                    t.cancel()
+        """Wait (bounded) until the transport is gone after :meth:`close`."""
+        lost = self._lost
+        if lost is not None and self._transport is not None and not lost.done():
+            await asyncio.wait([lost], timeout=timeout)
 
     # ------------------------------------------------------------------ idle
 
@@ -595,3 +649,55 @@ class BrokerConnection:
         if self._slots:
             self.last_activity = max(self.last_activity, self._loop.time())
         self._schedule_idle_check()
+
+
+class _Callback:
+    """Stands for the future of a :meth:`BrokerConnection.send_nowait` request: resolving it
+    calls the caller's function at once."""
+
+    __slots__ = ("_fn", "_done")
+
+    def __init__(self, fn: Callable[[Any, BaseException | None], None]) -> None:
+        self._fn = fn
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def cancelled(self) -> bool:
+        return False
+
+    def set_result(self, result: Any) -> None:
+        self._call(result, None)
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._call(None, exc)
+
+    def _call(self, result: Any, exc: BaseException | None) -> None:
+        self._done = True
+        try:
+            self._fn(result, exc)
+        except Exception:  # never let a caller's bug break the stream or close()
+            log.exception("response callback %r failed", self._fn)
+
+
+class _Stream(asyncio.Protocol):
+    """The transport's protocol: hands every event straight to its :class:`BrokerConnection`."""
+
+    __slots__ = ("data_received", "_conn")
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self._conn = conn
+        self.data_received = conn._data_received  # type: ignore[method-assign]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conn._connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes; connection_lost reports it
+
+    def pause_writing(self) -> None:
+        self._conn._writing(True)
+
+    def resume_writing(self) -> None:
+        self._conn._writing(False)

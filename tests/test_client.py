@@ -137,7 +137,7 @@ async def test_reconnect_after_connection_drop(kafka_bootstrap):
         node = client.least_loaded_node()
         await client.send(node, m.MetadataRequest(topics=[]))
         conn = client._conns[(node, "default")]
-        conn._writer.transport.abort()  # type: ignore[union-attr]  # the socket dies under us
+        conn._transport.abort()  # the socket dies under us
         for _ in range(100):
             if conn.closed:
                 break
