@@ -470,7 +470,9 @@ class BrokerConnection:
                 stop = pos + 4 + size
                 if stop > end:
                     break
-                payload = view[pos + 4 : stop] if view is data else bytes(buf[pos + 4 : stop])
+                payload = (
+                    view[pos + 4 : stop] if view is data else bytes(memoryview(buf)[pos + 4 : stop])
+                )
                 pos = stop
                 self._frame(payload)
                 if self._closed:

@@ -42,8 +42,11 @@ KINDS = ("produce", "consume", "roundtrip")
 #: (peers without a bulk API run their send loop instead, and the table says so).
 PRODUCE_APIS = ("send", "gather", "wait", "batch", "many")
 #: consume APIs: ``getmany`` = ``await getmany()`` in a loop; ``iter`` = ``async for record in
-#: consumer`` (one record at a time). Peers run their idiomatic equivalent.
-CONSUME_APIS = ("getmany", "iter")
+#: consumer`` (one record at a time); ``lag`` = a slow application: ``getmany(max_records=500)``
+#: then a 5 ms pause, so the backlog waits in the broker and the client's peak RSS shows whether
+#: its buffering is bounded by the fetch limits (asyncio clients only). Peers run their
+#: idiomatic equivalent.
+CONSUME_APIS = ("getmany", "iter", "lag")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 

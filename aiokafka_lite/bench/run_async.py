@@ -255,6 +255,11 @@ async def _batch_loop(
     return fut
 
 
+#: the ``lag`` consume API: records per getmany() and the pause after each (a slow application)
+LAG_TAKE = 500
+LAG_PAUSE_S = 0.005
+
+
 async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     consumer = _consumer(cfg)
     await consumer.start()
@@ -275,6 +280,17 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                     progress.done = count
                 if count >= target:
                     break
+        elif cfg.api == "lag":  # a slow application: small takes and a pause after each
+            while count < cfg.records:
+                batches = await consumer.getmany(timeout_ms=1000, max_records=LAG_TAKE)
+                for records in batches.values():
+                    for record in records:
+                        value = record.value
+                        if value is not None:
+                            nbytes += len(value)
+                    count += len(records)
+                progress.done = count
+                await asyncio.sleep(LAG_PAUSE_S)
         else:
             while count < cfg.records:
                 batches = await consumer.getmany(timeout_ms=1000)
