@@ -214,6 +214,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "-b", "--bootstrap", default=None, help="use this broker instead of an embedded one"
     )
     p.add_argument("--quick", action="store_true", help="10x fewer records (a smoke run)")
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop of the asyncio clients (uvloop: the `uvloop` extra); default: %(default)s",
+    )
     p.add_argument("--out", default=str(DEFAULT_OUT), help="default: %(default)s")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument(
@@ -263,7 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             overrides, quick = SCENARIOS[name]
-            settings: dict[str, Any] = {"clients": clients, "rounds": args.rounds, **overrides}
+            settings: dict[str, Any] = {
+                "clients": clients,
+                "rounds": args.rounds,
+                "loop": args.loop,
+                **overrides,
+            }
             opts = BenchOptions(bootstrap=bootstrap, **settings)
             if args.quick:
                 opts.records = quick
