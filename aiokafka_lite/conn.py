@@ -26,9 +26,11 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from . import errors as Errors
+from .hooks import HookSet, emit
 from .protocol import decode_response, encode_request
 from .protocol import messages as m
 
@@ -49,6 +51,20 @@ _API_VERSIONS_KEY = 18
 _API_VERSIONS_UNSUPPORTED = b"\x00\x23"
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
+
+
+_API_NAMES: dict[Any, str] = {}
+
+
+def _api_name(request_class: Any) -> str:
+    """``ProduceRequest`` -> ``"Produce"`` (cached)."""
+    name = _API_NAMES.get(request_class)
+    if name is None:
+        name = request_class.__name__
+        if name.endswith("Request"):
+            name = name[:-7]
+        _API_NAMES[request_class] = name
+    return name
 
 
 def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
@@ -99,6 +115,7 @@ class BrokerConnection:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         on_close: CloseCallback | None = None,
+        hooks: HookSet | None = None,
     ) -> None:
         if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"unknown security_protocol {security_protocol!r}")
@@ -119,6 +136,13 @@ class BrokerConnection:
         self.sasl_plain_username = sasl_plain_username
         self.sasl_plain_password = sasl_plain_password
         self._on_close = on_close
+        # hook tuples (see hooks.py): each call site is one truth test when none is registered
+        self._h_connect = hooks.on_connect if hooks is not None else ()
+        self._h_disconnect = hooks.on_disconnect if hooks is not None else ()
+        self._h_sent = hooks.on_request_sent if hooks is not None else ()
+        self._h_response = hooks.on_response if hooks is not None else ()
+        self._observe = bool(self._h_sent or self._h_response)
+        self._opened = False  # the stream opened (on_connect reported it)
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -197,6 +221,9 @@ class BrokerConnection:
                 f"cannot connect to {self.host}:{self.port}: {exc}"
             ) from exc
         self._transport = self._writer.transport  # type: ignore[union-attr]
+        self._opened = True
+        if self._h_connect:
+            emit(self._h_connect, self.node_id, self.host, self.port, self.group)
         try:
             self._high_water = max(self._transport.get_write_buffer_limits()[1], 16 * 1024)
         except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
@@ -291,7 +318,10 @@ class BrokerConnection:
         if not expect_response:
             corr = self._next_corr
             self._next_corr = (corr + 1) & 0x7FFFFFFF
-            self._write(encode_request(request, version, corr, self.client_id))
+            frame = encode_request(request, version, corr, self.client_id)
+            self._write(frame)
+            if self._h_sent:
+                emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
             if self._transport.get_write_buffer_size() > self._high_water:
                 await self._drain(deadline)
             return None
@@ -312,6 +342,8 @@ class BrokerConnection:
         fut: asyncio.Future[Any] = loop.create_future()
         self._pending[corr] = (fut, cls, version, loop.call_at(deadline, self._expire, corr))
         self._write(frame)
+        if self._observe:
+            self._observe_request(cls, len(frame), fut)
         if self._transport.get_write_buffer_size() > self._high_water:
             try:
                 await self._drain(deadline)
@@ -323,6 +355,23 @@ class BrokerConnection:
                     fut.cancel()  # the entry stays registered: its answer will be skipped
                 raise
         return await fut
+
+    def _observe_request(self, cls: Any, size: int, fut: asyncio.Future[Any]) -> None:
+        """Hooks: the request was written; its answer (or failure) reported when ``fut`` is
+        done (a done callback: nothing the caller awaits runs hook code)."""
+        name = _api_name(cls)
+        if self._h_sent:
+            emit(self._h_sent, self.node_id, cls.API_KEY, name, size)
+        if self._h_response:
+            fut.add_done_callback(
+                partial(self._answered, cls.API_KEY, name, self._loop.time())  # type: ignore[union-attr]
+            )
+
+    def _answered(self, api_key: int, name: str, sent: float, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():  # the caller stopped waiting: no answer to report
+            return
+        latency = self._loop.time() - sent  # type: ignore[union-attr]
+        emit(self._h_response, self.node_id, api_key, name, latency, fut.exception())
 
     def _write(self, frame: bytes | bytearray) -> None:
         """Write a frame. Small frames sent while others are in flight are queued and go out
@@ -548,6 +597,8 @@ class BrokerConnection:
                 task.cancel()
         if reason is not None:
             log.debug("closed %r: %s", self, reason)
+        if self._opened and self._h_disconnect:
+            emit(self._h_disconnect, self.node_id, self.host, self.port, self.group, reason)
         if self._on_close is not None:
             self._on_close(self, reason)
 
