@@ -9,6 +9,7 @@ averages over the client's lifetime (since it was constructed); latencies are mi
 from __future__ import annotations
 
 import time
+from asyncio import CancelledError
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,7 +84,7 @@ class ClientMetrics:
         stats[1] += latency
         if latency > stats[2]:
             stats[2] = latency
-        if error is not None:
+        if error is not None and not isinstance(error, CancelledError):  # abandoned: no error
             stats[3] += 1
 
     def on_batch_sent(

@@ -368,10 +368,10 @@ class BrokerConnection:
             )
 
     def _answered(self, api_key: int, name: str, sent: float, fut: asyncio.Future[Any]) -> None:
-        if fut.cancelled():  # the caller stopped waiting: no answer to report
-            return
         latency = self._loop.time() - sent  # type: ignore[union-attr]
-        emit(self._h_response, self.node_id, api_key, name, latency, fut.exception())
+        # the caller stopped waiting (cancelled): reported as such, never raised here
+        error = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+        emit(self._h_response, self.node_id, api_key, name, latency, error)
 
     def _write(self, frame: bytes | bytearray) -> None:
         """Write a frame. Small frames sent while others are in flight are queued and go out

@@ -133,10 +133,11 @@ class Hook:
         latency: float,
         error: BaseException | None,
     ) -> None:
-        """The request's answer arrived ``latency`` s after it was written, or it failed
-        (``error``: timeout, connection closed, undecodable answer). Broker error codes inside
-        an answer are not errors here. Not called for requests without an answer (acks=0
-        produce) or whose caller stopped waiting (cancelled)."""
+        """Once for every request written that expects an answer: the answer arrived
+        ``latency`` s after the request was written, or it failed (``error``: a timeout, the
+        connection closed, an undecodable answer; an ``asyncio.CancelledError`` instance, never
+        raised, when the caller stopped waiting, e.g. the client stopped). Broker error codes
+        inside an answer are not errors here. acks=0 produce requests get no answer."""
 
     # -- producer (producer.py, producer/sender.py) ---------------------------------------
 
