@@ -602,6 +602,12 @@ class KafkaClient:
     # ``_wait_on_metadata`` (opentelemetry-instrumentation-aiokafka) sits next to
     # force_metadata_update above.
 
+    def get_random_node(self) -> int | None:
+        """A random broker id from the metadata, None before any (aiokafka's public name;
+        ddtrace's aiokafka integration asks it for the cluster id request)."""
+        nodes = [int(b.nodeId) for b in self.cluster.brokers()]
+        return random.choice(nodes) if nodes else None
+
     @property
     def _bootstrap_servers(self) -> str:
         """The bootstrap list as ``host:port,...`` (opentelemetry-instrumentation-aiokafka,
