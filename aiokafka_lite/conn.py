@@ -26,7 +26,6 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from . import errors as Errors
@@ -142,6 +141,8 @@ class BrokerConnection:
         self._h_sent = hooks.on_request_sent if hooks is not None else ()
         self._h_response = hooks.on_response if hooks is not None else ()
         self._observe = bool(self._h_sent or self._h_response)
+        #: correlation id -> write time of requests awaiting an answer (on_response hooks only)
+        self._sent_at: dict[int, float] = {}
         self._opened = False  # the stream opened (on_connect reported it)
 
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -343,7 +344,7 @@ class BrokerConnection:
         self._pending[corr] = (fut, cls, version, loop.call_at(deadline, self._expire, corr))
         self._write(frame)
         if self._observe:
-            self._observe_request(cls, len(frame), fut)
+            self._observe_request(cls, corr, len(frame))
         if self._transport.get_write_buffer_size() > self._high_water:
             try:
                 await self._drain(deadline)
@@ -356,22 +357,26 @@ class BrokerConnection:
                 raise
         return await fut
 
-    def _observe_request(self, cls: Any, size: int, fut: asyncio.Future[Any]) -> None:
-        """Hooks: the request was written; its answer (or failure) reported when ``fut`` is
-        done (a done callback: nothing the caller awaits runs hook code)."""
-        name = _api_name(cls)
+    def _observe_request(self, cls: Any, corr: int, size: int) -> None:
+        """Hooks: the request was written (its answer is reported by :meth:`_answered`)."""
         if self._h_sent:
-            emit(self._h_sent, self.node_id, cls.API_KEY, name, size)
+            emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), size)
         if self._h_response:
-            fut.add_done_callback(
-                partial(self._answered, cls.API_KEY, name, self._loop.time())  # type: ignore[union-attr]
-            )
+            self._sent_at[corr] = self._loop.time()  # type: ignore[union-attr]
 
-    def _answered(self, api_key: int, name: str, sent: float, fut: asyncio.Future[Any]) -> None:
+    def _answered(
+        self, corr: int, cls: Any, fut: asyncio.Future[Any], error: BaseException | None
+    ) -> None:
+        """Hooks: the request ``corr`` ended (answered, or ``error``). Called where its entry
+        leaves ``_pending``; a caller that stopped waiting (``fut`` cancelled) is reported as
+        an ``asyncio.CancelledError`` instance, never raised."""
+        sent = self._sent_at.pop(corr, None)
+        if sent is None:
+            return
+        if fut.cancelled():
+            error = asyncio.CancelledError()
         latency = self._loop.time() - sent  # type: ignore[union-attr]
-        # the caller stopped waiting (cancelled): reported as such, never raised here
-        error = asyncio.CancelledError() if fut.cancelled() else fut.exception()
-        emit(self._h_response, self.node_id, api_key, name, latency, error)
+        emit(self._h_response, self.node_id, cls.API_KEY, _api_name(cls), latency, error)
 
     def _write(self, frame: bytes | bytearray) -> None:
         """Write a frame. Small frames sent while others are in flight are queued and go out
@@ -460,6 +465,7 @@ class BrokerConnection:
         pending = self._pending
         max_size = self.max_response_size
         unpack = _I32.unpack_from
+        answered = self._answered if self._h_response else None
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -481,6 +487,8 @@ class BrokerConnection:
                 timer.cancel()
                 self._release_slot()
                 if fut.done():  # the caller gave up (cancelled); the stream stays in sync
+                    if answered is not None:
+                        answered(corr, cls, fut, None)
                     continue
                 if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
                     version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
@@ -488,15 +496,20 @@ class BrokerConnection:
                     resp = decode_response(cls, version, payload)
                 except Errors.KafkaError as exc:
                     fut.set_exception(exc)
+                    if answered is not None:
+                        answered(corr, cls, fut, exc)
                     continue
                 except Exception as exc:  # a codec bug must not kill the reader silently
-                    fut.set_exception(
-                        Errors.KafkaProtocolError(
-                            f"cannot decode {cls.__name__} v{version}: {exc!r}"
-                        )
+                    err = Errors.KafkaProtocolError(
+                        f"cannot decode {cls.__name__} v{version}: {exc!r}"
                     )
+                    fut.set_exception(err)
+                    if answered is not None:
+                        answered(corr, cls, fut, err)
                     continue
                 fut.set_result(resp)
+                if answered is not None:
+                    answered(corr, cls, fut, None)
         except asyncio.CancelledError:
             raise
         except asyncio.IncompleteReadError as exc:
@@ -525,23 +538,27 @@ class BrokerConnection:
         The caller closes the connection next, which fails the others.
         """
         if self._pending:
-            fut, _cls, _v, timer = self._pending.pop(next(iter(self._pending)))
+            corr = next(iter(self._pending))
+            fut, cls, _v, timer = self._pending.pop(corr)
             timer.cancel()
             if not fut.done():
                 fut.set_exception(exc)
+            if self._sent_at:
+                self._answered(corr, cls, fut, exc)
 
     def _expire(self, corr: int) -> None:
         entry = self._pending.pop(corr, None)
         if entry is None:
             return
         fut, cls, version, _timer = entry
+        err = Errors.KafkaTimeoutError(
+            f"{cls.__name__} v{version} to node {self.node_id} ({self.host}:{self.port}) "
+            f"got no response before its deadline"
+        )
         if not fut.done():
-            fut.set_exception(
-                Errors.KafkaTimeoutError(
-                    f"{cls.__name__} v{version} to node {self.node_id} ({self.host}:{self.port}) "
-                    f"got no response before its deadline"
-                )
-            )
+            fut.set_exception(err)
+        if self._sent_at:
+            self._answered(corr, cls, fut, err)
         self.close(
             Errors.KafkaConnectionError(
                 f"connection to {self.host}:{self.port} closed: an earlier request timed out"
@@ -570,10 +587,12 @@ class BrokerConnection:
         self.close_reason = reason
         pending, self._pending = self._pending, {}
         self._slots = 0
-        for fut, _cls, _v, timer in pending.values():
+        for corr, (fut, cls, _v, timer) in pending.items():
             timer.cancel()
             if not fut.done():
                 fut.set_exception(self._closed_error())
+            if self._sent_at:
+                self._answered(corr, cls, fut, self._closed_error())
         waiters, self._slot_waiters = self._slot_waiters, deque()
         for w in waiters:
             if not w.done():
