@@ -32,6 +32,7 @@ from . import errors as Errors
 from ._metadata import MetadataRefresher
 from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
+from .hooks import ClientInfo, HookSet
 from .ops.groups import find_coordinator_request, parse_find_coordinator
 
 __all__ = ["AIOKafkaClient", "KafkaClient", "parse_bootstrap"]
@@ -131,12 +132,22 @@ class KafkaClient:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         allow_auto_topic_creation: bool = True,
+        hooks: HookSet | Iterable[object] | None = None,
     ) -> None:
+        """``hooks``: objects implementing :class:`~aiokafka_lite.hooks.Hook` methods (an
+        aiokafka_lite extension), or the :class:`~aiokafka_lite.hooks.HookSet` a producer or
+        consumer made; this client reports connections and requests to them."""
         check_security_args(
             security_protocol, ssl_context, sasl_mechanism, sasl_plain_username, sasl_plain_password
         )
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
+        if not isinstance(hooks, HookSet):
+            hooks = HookSet(
+                hooks or (), ClientInfo.of("client", client_id, None, bootstrap_servers)
+            )
+        #: the hooks connections report to (see aiokafka_lite.hooks)
+        self.hooks = hooks
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.metadata_max_age_ms = metadata_max_age_ms
@@ -153,6 +164,7 @@ class KafkaClient:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            hooks=hooks,
         )
         self.cluster = ClusterMetadata()
         self._conns: dict[tuple[int, str], BrokerConnection] = {}
@@ -604,6 +616,12 @@ class KafkaClient:
     # read-only views of this client's own state (each commented with who needs it).
     # ``_wait_on_metadata`` (opentelemetry-instrumentation-aiokafka) sits next to
     # force_metadata_update above.
+
+    def get_random_node(self) -> int | None:
+        """A random broker id from the metadata, None before any (aiokafka's public name;
+        ddtrace's aiokafka integration asks it for the cluster id request)."""
+        nodes = [int(b.nodeId) for b in self.cluster.brokers()]
+        return random.choice(nodes) if nodes else None
 
     @property
     def _bootstrap_servers(self) -> str:

@@ -76,6 +76,14 @@ _ALIAS_MODULES: dict[str, dict[str, str]] = {
     },
     "aiokafka.consumer.fetcher": {"Fetcher": "aiokafka_lite.consumer.fetcher:Fetcher"},
     "aiokafka.conn": {"AIOKafkaConnection": "aiokafka_lite.conn:BrokerConnection"},
+    # ddtrace builds one Metadata request (for the cluster id tag) and sends it with
+    # client.send(): MetadataRequest, or MetadataRequest_v5 when aiokafka.__version__ (here
+    # aiokafka_lite's) is below 0.13; no other protocol class is provided
+    "aiokafka.protocol": {},
+    "aiokafka.protocol.metadata": {
+        "MetadataRequest": "aiokafka_lite.compat:MetadataRequest",
+        "MetadataRequest_v5": "aiokafka_lite.compat:MetadataRequest",
+    },
     "aiokafka.coordinator": {},
     "aiokafka.coordinator.protocol": {
         "ConsumerProtocolMemberMetadata": f"{_ASSIGNORS}:ConsumerProtocolMemberMetadata",
@@ -123,6 +131,18 @@ def create_future(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Futu
 def create_task(coro: Coroutine[Any, Any, _T], *, name: str | None = None) -> asyncio.Task[_T]:
     """``asyncio.create_task``, as ``aiokafka.util.create_task``."""
     return asyncio.create_task(coro, name=name)
+
+
+def MetadataRequest(  # noqa: N802 (aiokafka's class name)
+    topics: list[str] | None = None, allow_auto_topic_creation: bool | None = None
+) -> Any:
+    """A Metadata request for ``client.send()`` from aiokafka's ``MetadataRequest(topics,
+    allow_auto_topic_creation)`` call (ddtrace's aiokafka integration sends one): aiokafka_lite's
+    own request object, built by ``ops.topics.metadata_request``."""
+    from .ops.topics import metadata_request
+
+    allow = True if allow_auto_topic_creation is None else allow_auto_topic_creation
+    return metadata_request(topics, allow)
 
 
 def _resolve(target: str) -> Any:

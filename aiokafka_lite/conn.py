@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import errors as Errors
+from .hooks import HookSet, emit
 from .protocol import decode_response, encode_request
 from .protocol import messages as m
 
@@ -50,6 +51,20 @@ _API_VERSIONS_KEY = 18
 _API_VERSIONS_UNSUPPORTED = b"\x00\x23"
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
+
+
+_API_NAMES: dict[Any, str] = {}
+
+
+def _api_name(request_class: Any) -> str:
+    """``ProduceRequest`` -> ``"Produce"`` (cached)."""
+    name = _API_NAMES.get(request_class)
+    if name is None:
+        name = request_class.__name__
+        if name.endswith("Request"):
+            name = name[:-7]
+        _API_NAMES[request_class] = name
+    return name
 
 
 def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
@@ -100,6 +115,7 @@ class BrokerConnection:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         on_close: CloseCallback | None = None,
+        hooks: HookSet | None = None,
     ) -> None:
         if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"unknown security_protocol {security_protocol!r}")
@@ -120,6 +136,15 @@ class BrokerConnection:
         self.sasl_plain_username = sasl_plain_username
         self.sasl_plain_password = sasl_plain_password
         self._on_close = on_close
+        # hook tuples (see hooks.py): each call site is one truth test when none is registered
+        self._h_connect = hooks.on_connect if hooks is not None else ()
+        self._h_disconnect = hooks.on_disconnect if hooks is not None else ()
+        self._h_sent = hooks.on_request_sent if hooks is not None else ()
+        self._h_response = hooks.on_response if hooks is not None else ()
+        self._observe = bool(self._h_sent or self._h_response)
+        #: correlation id -> write time of requests awaiting an answer (on_response hooks only)
+        self._sent_at: dict[int, float] = {}
+        self._opened = False  # the stream opened (on_connect reported it)
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: Any = None
@@ -203,6 +228,9 @@ class BrokerConnection:
         if self.closed:  # lost between the handshake and here
             transport.abort()
             raise self._closed_error()
+        self._opened = True
+        if self._h_connect:
+            emit(self._h_connect, self.node_id, self.host, self.port, self.group)
         try:
             self._high_water = max(transport.get_write_buffer_limits()[1], 16 * 1024)
         except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
@@ -296,7 +324,10 @@ class BrokerConnection:
         if not expect_response:
             corr = self._next_corr
             self._next_corr = (corr + 1) & 0x7FFFFFFF
-            self._write(encode_request(request, version, corr, self.client_id))
+            frame = encode_request(request, version, corr, self.client_id)
+            self._write(frame)
+            if self._h_sent:
+                emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
             if self._transport.get_write_buffer_size() > self._high_water:
                 await self._drain(deadline)
             return None
@@ -317,6 +348,8 @@ class BrokerConnection:
         fut: asyncio.Future[Any] = loop.create_future()
         self._pending[corr] = (fut, cls, version, loop.call_at(deadline, self._expire, corr))
         self._write(frame)
+        if self._observe:
+            self._observe_request(cls, corr, len(frame))
         if self._transport.get_write_buffer_size() > self._high_water:
             try:
                 await self._drain(deadline)
@@ -357,7 +390,30 @@ class BrokerConnection:
         timer = loop.call_at(loop.time() + ms / 1000, self._expire, corr)
         self._pending[corr] = (_Callback(on_done), cls, version, timer)  # type: ignore[assignment]
         self._write(frame)
+        if self._observe:
+            self._observe_request(cls, corr, len(frame))
         return True
+
+    def _observe_request(self, cls: Any, corr: int, size: int) -> None:
+        """Hooks: the request was written (its answer is reported by :meth:`_answered`)."""
+        if self._h_sent:
+            emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), size)
+        if self._h_response:
+            self._sent_at[corr] = self._loop.time()  # type: ignore[union-attr]
+
+    def _answered(
+        self, corr: int, cls: Any, fut: asyncio.Future[Any], error: BaseException | None
+    ) -> None:
+        """Hooks: the request ``corr`` ended (answered, or ``error``). Called where its entry
+        leaves ``_pending``; a caller that stopped waiting (``fut`` cancelled) is reported as
+        an ``asyncio.CancelledError`` instance, never raised."""
+        sent = self._sent_at.pop(corr, None)
+        if sent is None:
+            return
+        if fut.cancelled():
+            error = asyncio.CancelledError()
+        latency = self._loop.time() - sent  # type: ignore[union-attr]
+        emit(self._h_response, self.node_id, cls.API_KEY, _api_name(cls), latency, error)
 
     def _write(self, frame: bytes | bytearray) -> None:
         """Write a frame. Small frames sent while others are in flight are queued and go out
@@ -500,19 +556,25 @@ class BrokerConnection:
         timer.cancel()
         self._release_slot()
         if fut.done():  # the caller gave up (cancelled); the stream stays in sync
+            if self._h_response:
+                self._answered(corr, cls, fut, None)
             return
         if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
             version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
         try:
             resp = decode_response(cls, version, payload)
-        except Errors.KafkaError as exc:
-            fut.set_exception(exc)
-            return
         except Exception as exc:  # a codec bug must fail this request, not the stream
-            fut.set_exception(
-                Errors.KafkaProtocolError(f"cannot decode {cls.__name__} v{version}: {exc!r}")
+            err = (
+                exc
+                if isinstance(exc, Errors.KafkaError)
+                else Errors.KafkaProtocolError(f"cannot decode {cls.__name__} v{version}: {exc!r}")
             )
+            if self._h_response:
+                self._answered(corr, cls, fut, err)
+            fut.set_exception(err)
             return
+        if self._h_response:
+            self._answered(corr, cls, fut, None)
         fut.set_result(resp)
 
     def _connection_lost(self, exc: BaseException | None) -> None:
@@ -545,23 +607,27 @@ class BrokerConnection:
         The caller closes the connection next, which fails the others.
         """
         if self._pending:
-            fut, _cls, _v, timer = self._pending.pop(next(iter(self._pending)))
+            corr = next(iter(self._pending))
+            fut, cls, _v, timer = self._pending.pop(corr)
             timer.cancel()
             if not fut.done():
                 fut.set_exception(exc)
+            if self._sent_at:
+                self._answered(corr, cls, fut, exc)
 
     def _expire(self, corr: int) -> None:
         entry = self._pending.pop(corr, None)
         if entry is None:
             return
         fut, cls, version, _timer = entry
+        err = Errors.KafkaTimeoutError(
+            f"{cls.__name__} v{version} to node {self.node_id} ({self.host}:{self.port}) "
+            f"got no response before its deadline"
+        )
         if not fut.done():
-            fut.set_exception(
-                Errors.KafkaTimeoutError(
-                    f"{cls.__name__} v{version} to node {self.node_id} ({self.host}:{self.port}) "
-                    f"got no response before its deadline"
-                )
-            )
+            fut.set_exception(err)
+        if self._sent_at:
+            self._answered(corr, cls, fut, err)
         self.close(
             Errors.KafkaConnectionError(
                 f"connection to {self.host}:{self.port} closed: an earlier request timed out"
@@ -590,10 +656,12 @@ class BrokerConnection:
         self.close_reason = reason
         pending, self._pending = self._pending, {}
         self._slots = 0
-        for fut, _cls, _v, timer in pending.values():
+        for corr, (fut, cls, _v, timer) in pending.items():
             timer.cancel()
             if not fut.done():
                 fut.set_exception(self._closed_error())
+            if self._sent_at:
+                self._answered(corr, cls, fut, self._closed_error())
         waiters, self._slot_waiters = self._slot_waiters, deque()
         for w in waiters:
             if not w.done():
@@ -614,6 +682,8 @@ class BrokerConnection:
                 pass
         if reason is not None:
             log.debug("closed %r: %s", self, reason)
+        if self._opened and self._h_disconnect:
+            emit(self._h_disconnect, self.node_id, self.host, self.port, self.group, reason)
         if self._on_close is not None:
             self._on_close(self, reason)
 

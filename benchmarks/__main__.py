@@ -43,6 +43,17 @@ SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     "produce-keyed": (dict(_P, api="gather", keys=True, records=200_000), 20_000),
     "produce-headers": (dict(_P, api="gather", headers=True, records=200_000), 20_000),
     "produce-many": (dict(_P, api="many", records=200_000), 20_000),
+    # hooks overhead (issue 15): aiokafka_lite without any hook, as is (the built-in metrics
+    # hook) and with one more no-op hook on every event (on_send per record included)
+    "produce-hooks": (
+        dict(
+            _P,
+            api="gather",
+            records=200_000,
+            clients=["aiokafka_lite-nohooks", "aiokafka_lite", "aiokafka_lite-noop"],
+        ),
+        20_000,
+    ),
     "produce-batch": (dict(kind="produce", api="batch", records=200_000), 20_000),
     "produce-wait": (dict(kind="produce", api="wait", records=5_000), 500),
     "consume-getmany": (dict(kind="consume", api="getmany", records=200_000), 20_000),
@@ -90,6 +101,9 @@ NOTES: dict[str, str] = {
     "produce-headers": "as produce-gather, every record with two headers (`trace-id`, `source`).",
     "produce-many": "aiokafka_lite: `send_many(topic, values)` 1000 values per call; the peers "
     "have no bulk API and run their send loop (confluent-kafka: `produce()` loop).",
+    "produce-hooks": "as produce-gather, aiokafka_lite alone: `aiokafka_lite-nohooks` without "
+    "any hook, `aiokafka_lite` as shipped (its built-in metrics hook), `aiokafka_lite-noop` with "
+    "one more hook whose methods, `on_send` per record included, do nothing.",
     "produce-batch": "aiokafka_lite and aiokafka: `create_batch()` + `send_batch()`; the others "
     "run their send loop.",
     "produce-wait": "`await send_and_wait()` one after another, linger 0; confluent-kafka: "

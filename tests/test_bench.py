@@ -45,6 +45,11 @@ def test_client_names():
     assert canonical_client("lite") == "aiokafka_lite"
     assert canonical_client("confluent-kafka") == "confluent"
     assert parse_clients("aiokafka, kafka_python,aiokafka") == ["aiokafka", "kafka-python"]
+    # the hook variants of the produce-hooks scenario
+    assert parse_clients("aiokafka_lite-nohooks,aiokafka_lite-noop") == [
+        "aiokafka_lite-nohooks",
+        "aiokafka_lite-noop",
+    ]
     with pytest.raises(ValueError, match="unknown client"):
         parse_clients("aiokafka,zzz")
 
@@ -182,6 +187,15 @@ def test_engine_interleaves_peers_on_one_broker(kafka_bootstrap):
     assert conf["x_confluent"] == pytest.approx(1.0)
     assert lite["x_confluent"] == pytest.approx(lite["records_per_s"] / conf["records_per_s"])
     assert lite["p99_ms"] >= lite["p50_ms"] > 0
+
+
+def test_engine_runs_the_hook_variants(kafka_bootstrap):
+    variants = ["aiokafka_lite-nohooks", "aiokafka_lite", "aiokafka_lite-noop"]
+    opts = BenchOptions(kind="produce", api="gather", clients=variants, records=1000, rounds=1,
+                        bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    report = run_benchmark(opts, _quiet())
+    assert [r["client"] for r in report["runs"]] == variants
+    assert all("failed" not in r and r["records"] == 1000 for r in report["runs"]), report["runs"]
 
 
 @pytest.mark.parametrize("kind", ["consume", "roundtrip"])

@@ -624,3 +624,24 @@ def test_old_kafka_lz4_header_in_magic_0() -> None:
         decompress(CODEC_LZ4, bytes(frame))
     (batch,) = iter_batches(legacy_message(2, 0, CODEC_LZ4, -1, None, bytes(frame)))
     assert [v for _, _, _, v, _ in batch.record_tuples()] == [b"old 0", b"old 1", b"old 2"]
+
+
+def test_count_records_from_batch_headers() -> None:
+    from aiokafka_lite.records.reader import count_records
+
+    def batch(base: int, n: int, codec: int = CODEC_NONE, control: bool = False) -> bytes:
+        builder = RecordBatchBuilder(codec)
+        for i in range(n):
+            builder.append(1000 + i, None, b"v%d" % i)
+        data = bytearray(builder.build())
+        struct.pack_into(">q", data, 0, base)  # base offset
+        if control:  # attributes bit 5: a control batch (transaction marker)
+            struct.pack_into(">h", data, 21, struct.unpack_from(">h", data, 21)[0] | 0x20)
+        return bytes(data)
+
+    data = batch(0, 5) + batch(5, 3, CODEC_GZIP) + batch(8, 1, control=True) + batch(9, 2)
+    assert count_records(data) == 10  # the control batch is not counted
+    assert count_records(data, position=3) == 7  # from the middle of the first batch
+    assert count_records(data, position=9) == 2
+    assert count_records(data + data[:20]) == 10  # a partial trailing batch is ignored
+    assert count_records(None) == count_records(b"") == 0

@@ -8,6 +8,7 @@ from typing import Any
 
 __all__ = [
     "CLIENTS",
+    "HOOK_VARIANTS",
     "CLIENT_ALIASES",
     "KINDS",
     "PRODUCE_APIS",
@@ -20,7 +21,14 @@ __all__ = [
 
 #: Canonical client names, in the order tables list them.
 CLIENTS = ("aiokafka_lite", "aiokafka", "confluent", "kafka-python")
+#: aiokafka_lite with other hooks than its default (the built-in metrics hook only): the hooks
+#: overhead scenario (benchmarks: produce-hooks) runs them next to plain ``aiokafka_lite``.
+#: ``-nohooks``: no hook at all; ``-noop``: the metrics hook plus one hook with a no-op method
+#: for every event, on_send (per record) included.
+HOOK_VARIANTS = ("aiokafka_lite-nohooks", "aiokafka_lite-noop")
 CLIENT_ALIASES = {
+    "aiokafka_lite-nohooks": "aiokafka_lite-nohooks",
+    "aiokafka_lite-noop": "aiokafka_lite-noop",
     "aiokafka_lite": "aiokafka_lite",
     "aiokafka-lite": "aiokafka_lite",
     "lite": "aiokafka_lite",
@@ -57,7 +65,7 @@ def canonical_client(name: str) -> str:
         return CLIENT_ALIASES[key]
     except KeyError:
         raise ValueError(
-            f"unknown client {name!r}; expected one of: {', '.join(CLIENTS)}"
+            f"unknown client {name!r}; expected one of: {', '.join(CLIENTS + HOOK_VARIANTS)}"
         ) from None
 
 

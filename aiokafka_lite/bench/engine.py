@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .admin import create_topic, delete_topic
-from .config import CLIENTS, CONSUME_APIS, PRODUCE_APIS, RunConfig
+from .config import CLIENTS, CONSUME_APIS, HOOK_VARIANTS, PRODUCE_APIS, RunConfig
 from .progress import ProgressUI
 from .stats import RESULT_METRICS, median_or_none
 from .worker import PREFIX_ERROR, PREFIX_PROGRESS, PREFIX_RESULT
@@ -122,7 +122,7 @@ def library_versions(clients: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for client in clients:
         try:
-            if client == "aiokafka_lite":
+            if client.startswith("aiokafka_lite"):
                 import aiokafka_lite
 
                 out[client] = aiokafka_lite.__version__
@@ -339,7 +339,7 @@ def validate(opts: BenchOptions) -> None:
         raise BenchError("--rounds must be positive")
     if not opts.clients:
         raise BenchError("no client to run")
-    unknown = [c for c in opts.clients if c not in CLIENTS]
+    unknown = [c for c in opts.clients if c not in CLIENTS and c not in HOOK_VARIANTS]
     if unknown:
         raise BenchError(f"unknown client(s): {', '.join(unknown)}")
 

@@ -69,6 +69,31 @@ async def _run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     raise ValueError(f"unknown benchmark kind {cfg.kind!r}")
 
 
+class _NoopHook:
+    """A hook with a no-op method for every event (the produce-hooks scenario)."""
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+for _name in (
+    "on_connect", "on_disconnect", "on_request_sent", "on_response", "on_send", "on_batch_sent",
+    "on_batch_acked", "on_batch_failed", "on_fetch", "on_consume", "on_commit",
+    "on_partitions_revoked", "on_partitions_assigned",
+):  # fmt: skip
+    setattr(_NoopHook, _name, staticmethod(_noop))
+
+
+def _hook_args(cfg: RunConfig, cls: Any) -> dict[str, Any]:
+    """The hook variants of aiokafka_lite (config.HOOK_VARIANTS)."""
+    if cfg.client == "aiokafka_lite-nohooks":
+        cls._with_metrics = False  # this worker process runs one client only
+    elif cfg.client == "aiokafka_lite-noop":
+        return {"hooks": [_NoopHook()]}
+    return {}
+
+
 def _producer(cfg: RunConfig) -> Any:
     producer_cls, _, _ = client_classes(cfg.client)
     return producer_cls(
@@ -78,6 +103,7 @@ def _producer(cfg: RunConfig) -> Any:
         max_batch_size=cfg.batch_size,
         compression_type=cfg.compression,
         request_timeout_ms=30000,
+        **_hook_args(cfg, producer_cls),
     )
 
 
@@ -90,6 +116,7 @@ def _consumer(cfg: RunConfig) -> Any:
         auto_offset_reset="earliest",
         request_timeout_ms=30000,
         fetch_max_wait_ms=100 if cfg.kind == "roundtrip" else 500,
+        **_hook_args(cfg, consumer_cls),
     )
 
 

@@ -95,7 +95,7 @@ def _reporter(progress: Progress, interval: float, stop: threading.Event) -> Non
 
 
 def _runner(client: str) -> Callable[[RunConfig, Progress], dict[str, Any]]:
-    if client in ("aiokafka_lite", "aiokafka"):
+    if client.startswith("aiokafka_lite") or client == "aiokafka":
         from .run_async import run
     elif client == "confluent":
         from .run_confluent import run

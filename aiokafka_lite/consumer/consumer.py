@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.hooks import ClientInfo, HookSet, emit
 from aiokafka_lite.ops import topics as topic_ops
 from aiokafka_lite.structs import (
     ConsumerRecord,
@@ -60,8 +62,13 @@ class AIOKafkaConsumer:
     accepts the names ``"range"``, ``"roundrobin"`` and ``"sticky"``.
     ``allow_auto_create_topics`` (default True: aiokafka's metadata requests always allow it)
     lets metadata requests for subscribed/assigned topics create them on brokers with
-    ``auto.create.topics.enable``.
+    ``auto.create.topics.enable``. ``hooks`` (an aiokafka_lite extension) takes objects
+    implementing :class:`aiokafka_lite.hooks.Hook` methods (connections, requests, fetches,
+    commits, rebalances, and ``on_consume`` per record); :meth:`metrics` returns counters.
     """
+
+    #: the built-in metrics hook is registered (benchmarks turn it off to measure its cost)
+    _with_metrics = True
 
     def __init__(
         self,
@@ -105,6 +112,7 @@ class AIOKafkaConsumer:
         sasl_oauth_token_provider: Any = None,
         client_rack: str | None = None,
         allow_auto_create_topics: bool = True,
+        hooks: Iterable[object] | None = None,
     ) -> None:
         if max_poll_records is not None and (
             not isinstance(max_poll_records, int) or max_poll_records < 1
@@ -116,6 +124,13 @@ class AIOKafkaConsumer:
             raise ValueError(f"Incorrect isolation level {isolation_level}")
         if group_id is None and group_instance_id is not None:
             raise ValueError("group_instance_id needs a group_id")
+        self._metrics = ClientMetrics()
+        info = ClientInfo.of("consumer", client_id, group_id, bootstrap_servers)
+        self._hooks = HookSet(
+            [self._metrics, *(hooks or ())] if self._with_metrics else list(hooks or ()), info
+        )
+        #: on_consume hooks: called for every record handed out
+        self._h_consume = self._hooks.on_consume
         self._client = KafkaClient(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
@@ -129,6 +144,7 @@ class AIOKafkaConsumer:
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
             allow_auto_topic_creation=allow_auto_create_topics,
+            hooks=self._hooks,
         )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
@@ -152,6 +168,7 @@ class AIOKafkaConsumer:
             isolation_level=isolation_level,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
+            hooks=self._hooks,
         )
         self._coordinator_args: dict[str, Any] = dict(
             group_id=group_id,
@@ -169,6 +186,7 @@ class AIOKafkaConsumer:
             auto_commit_interval_ms=auto_commit_interval_ms,
             exclude_internal_topics=exclude_internal_topics,
             isolation_level=isolation_level,
+            hooks=self._hooks,
         )
         # start() waits at most this long for the first assignment (then goes on in the
         # background): a join can wait for other members up to their rebalance timeout
@@ -298,6 +316,8 @@ class AIOKafkaConsumer:
         coordinator.poll()
         rec = fetcher.drain_one()
         if rec is not None:
+            if self._h_consume:
+                emit(self._h_consume, rec)
             return rec  # type: ignore[no-any-return]
         drain = fetcher.drain
         while True:
@@ -308,6 +328,8 @@ class AIOKafkaConsumer:
                 raise StopAsyncIteration from None
             if recs:
                 for records in recs.values():
+                    if self._h_consume:
+                        emit(self._h_consume, records[0])
                     return records[0]  # type: ignore[no-any-return]
             await fetcher.wait_for_data(self._consumer_timeout)
             if self._closed:
@@ -387,6 +409,8 @@ class AIOKafkaConsumer:
             coordinator.poll()
             recs = fetcher.drain(tps, n)
             if recs:
+                if self._h_consume:
+                    self._consumed(recs)
                 return recs
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -406,10 +430,18 @@ class AIOKafkaConsumer:
             recs = fetcher.drain(tps, 1)
             if recs:
                 record: ConsumerRecord[Any, Any] = next(iter(recs.values()))[0]
+                if self._h_consume:
+                    emit(self._h_consume, record)
                 return record
             await fetcher.wait_for_data(self._consumer_timeout)
             if self._closed:
                 raise Errors.ConsumerStoppedError("consumer is stopped")
+
+    def _consumed(self, recs: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]) -> None:
+        hooks = self._h_consume
+        for records in recs.values():
+            for record in records:
+                emit(hooks, record)
 
     # -- positions -------------------------------------------------------------------------
     def seek(self, partition: TopicPartition, offset: int) -> None:
@@ -600,6 +632,27 @@ class AIOKafkaConsumer:
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """Partition ids of ``topic`` from the cached metadata (None if unknown)."""
         return self._client.cluster.partitions_for_topic(topic)
+
+    # -- observability ---------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of this consumer's counters (an aiokafka_lite extension, named after the
+        Java client's metrics; rates are per second over the consumer's lifetime, latencies in
+        ms, sizes in bytes).
+
+        ``records-lag`` (partition -> high watermark minus position, for assigned partitions
+        fetched at least once) and ``records-lag-max`` are computed at the call;
+        ``records-consumed-total``/``-rate`` and ``bytes-consumed-total``/``-rate`` count what
+        fetches brought in; ``fetch-total``/``-rate``, ``fetch-latency-avg``/``-max``,
+        ``records-per-request-avg``, ``fetch-size-avg``, ``commit-total``,
+        ``commit-error-total``, ``commit-rate``, ``commit-latency-avg``/``-max``,
+        ``rebalance-total``, ``partitions-revoked-total``, ``assigned-partitions``, and the
+        connection and request counters of :meth:`AIOKafkaProducer.metrics`.
+        """
+        lags = {}
+        for tp, st in self._subscription.assignment.items():
+            if st.highwater is not None and st.position is not None:
+                lags[tp] = max(st.highwater - st.position, 0)
+        return self._metrics.consumer_snapshot(lags, len(self._subscription.assignment))
 
     @property
     def group_generation(self) -> int:

@@ -23,8 +23,10 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.ops.fetch import fetch_request
+from aiokafka_lite.records.reader import count_records
 from aiokafka_lite.structs import TopicPartition
 
 from .buffer import PartitionBuffer
@@ -56,6 +58,7 @@ class Fetcher:
         isolation_level: str = "read_uncommitted",
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 40000,
+        hooks: HookSet | None = None,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed'")
@@ -82,6 +85,7 @@ class Fetcher:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fatal: BaseException | None = None
+        self._h_fetch = hooks.on_fetch if hooks is not None else ()
         subscriptions.add_waker(self.wake)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -327,6 +331,7 @@ class Fetcher:
         subs = self._subs
         got_data = False
         now_ms = int(time.time() * 1000)
+        h_fetch = self._h_fetch
         for topic_resp in response.responses:
             topic = topic_resp.topic
             for pd in topic_resp.partitions:
@@ -344,6 +349,16 @@ class Fetcher:
                     if pd.log_start_offset >= 0:
                         st.log_start = pd.log_start_offset
                     data = pd.records
+                    if h_fetch:
+                        emit(
+                            h_fetch,
+                            topic,
+                            tp.partition,
+                            count_records(data, offset),
+                            len(data) if data is not None else 0,
+                            pd.high_watermark,
+                            pd.high_watermark - offset,
+                        )
                     if data is None or len(data) == 0:
                         continue
                     aborted = None

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops.membership import (
     heartbeat_request,
     join_group_request,
@@ -80,6 +81,7 @@ class Coordinator(OffsetsMixin):
         auto_commit_interval_ms: int = 5000,
         exclude_internal_topics: bool = True,
         isolation_level: str = "read_uncommitted",
+        hooks: HookSet | None = None,
     ) -> None:
         self._client = client
         self._subs = subscriptions
@@ -122,6 +124,9 @@ class Coordinator(OffsetsMixin):
         self.assigned_once = asyncio.Event()
         self._revoke_announced = False  # on_partitions_revoked ran for the pending rebalance
         self.rebalances = 0
+        self._h_commit = hooks.on_commit if hooks is not None else ()
+        self._h_revoked = hooks.on_partitions_revoked if hooks is not None else ()
+        self._h_assigned = hooks.on_partitions_assigned if hooks is not None else ()
         subscriptions.add_waker(self._wake.set)
         client.cluster.add_listener(self._on_metadata)
 
@@ -306,9 +311,12 @@ class Coordinator(OffsetsMixin):
         # also with nothing to revoke (first join), as aiokafka; once per rebalance, not per
         # retried JoinGroup. The assignment, positions and heartbeats stay alive through the
         # callback, so commit() in it commits (the standard place to save progress).
-        if subs.listener is not None and (revoked or not self._revoke_announced):
+        if revoked or not self._revoke_announced:
             self._revoke_announced = True
-            await self._revoke(revoked)
+            if self._h_revoked:
+                emit(self._h_revoked, self.group_id, set(revoked))
+            if subs.listener is not None:
+                await self._revoke(revoked)
         if revoked:
             subs.assign_from_subscription(())
         topics = subs.topics
@@ -334,6 +342,8 @@ class Coordinator(OffsetsMixin):
         subs.assign_from_subscription(tps)
         self._last_committed = {}
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
+        if self._h_assigned:
+            emit(self._h_assigned, self.group_id, set(tps))
         if subs.listener is not None:
             await _call_listener(subs.listener.on_partitions_assigned, set(tps))
         self.assigned_once.set()
@@ -462,6 +472,8 @@ class Coordinator(OffsetsMixin):
                 )
                 self._poll_expired = True
                 revoked = set(self._subs.assignment)
+                if self._h_revoked and revoked:
+                    emit(self._h_revoked, self.group_id, set(revoked))
                 if self._subs.listener is not None and revoked:
                     await self._revoke(revoked)  # still a member: commits there work
                 self._subs.assign_from_subscription(())

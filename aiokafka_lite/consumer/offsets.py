@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops import ItemError
 from aiokafka_lite.ops.offsets import (
     offset_commit_request,
@@ -57,6 +58,7 @@ class OffsetsMixin:
     _request_timeout_ms: int
     _require_stable: bool
     _last_committed: dict[TopicPartition, int]
+    _h_commit: tuple[Callable[..., Any], ...]
 
     @property
     def uses_group(self) -> bool:  # pragma: no cover - overridden by the coordinator
@@ -89,6 +91,18 @@ class OffsetsMixin:
         self._check_group()
         if not offsets:
             return
+        hooks = self._h_commit
+        if not hooks:
+            return await self._commit(offsets)
+        started = time.monotonic()
+        try:
+            await self._commit(offsets)
+        except Exception as exc:  # a cancellation is not a commit outcome: not reported
+            emit(hooks, self.group_id, offsets, time.monotonic() - started, exc)
+            raise
+        emit(hooks, self.group_id, offsets, time.monotonic() - started, None)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         group_managed = self.uses_group
         if group_managed and (self.generation < 0 or (self._rejoin and not self._subs.assignment)):
             raise Errors.CommitFailedError(

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.hooks import ClientInfo, HookSet, apply_send
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.batch import (
     BatchBuilder,
@@ -49,10 +51,14 @@ class AIOKafkaProducer:
     Beyond aiokafka: ``buffer_memory`` bounds the bytes held by unsent batches (``send()`` waits
     for room, then raises ``KafkaTimeoutError`` after ``max_block_ms``), ``delivery_timeout_ms``
     bounds the time a record may spend in retries, ``max_in_flight_requests_per_connection``
-    bounds the pipelined produce requests per broker.
+    bounds the pipelined produce requests per broker, ``hooks`` takes objects implementing
+    :class:`aiokafka_lite.hooks.Hook` methods (connections, requests, batches, and
+    ``on_send`` per record) and :meth:`metrics` returns counters.
     """
 
     _client_seq = 0
+    #: the built-in metrics hook is registered (benchmarks turn it off to measure its cost)
+    _with_metrics = True
 
     def __init__(
         self,
@@ -88,6 +94,7 @@ class AIOKafkaProducer:
         max_block_ms: int = 60000,
         delivery_timeout_ms: int = 120000,
         max_in_flight_requests_per_connection: int = 5,
+        hooks: Iterable[object] | None = None,
     ) -> None:
         if loop is not None:
             warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
@@ -113,6 +120,13 @@ class AIOKafkaProducer:
         if client_id is None:
             AIOKafkaProducer._client_seq += 1
             client_id = f"aiokafka-lite-producer-{AIOKafkaProducer._client_seq}"
+        self._metrics = ClientMetrics()
+        info = ClientInfo.of("producer", client_id, None, bootstrap_servers)
+        self._hooks = HookSet(
+            [self._metrics, *(hooks or ())] if self._with_metrics else list(hooks or ()), info
+        )
+        #: on_send hooks: while there are any, every send() takes _send (see _update_gate)
+        self._h_send = self._hooks.on_send
         self.client = KafkaClient(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
@@ -125,6 +139,7 @@ class AIOKafkaProducer:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            hooks=self._hooks,
         )
         self._acks = acks
         self._key_serializer = key_serializer
@@ -165,6 +180,7 @@ class AIOKafkaProducer:
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
             txn=self._txn,
+            hooks=self._hooks,
         )
         self._acc_open = self._acc.open
         self._size_guard = max(0, (max_request_size - 4096) // 2)
@@ -175,7 +191,12 @@ class AIOKafkaProducer:
 
     def _update_gate(self) -> None:
         txn = self._txn
-        self._gated = self._closed or not self._started or (txn is not None and txn.transactional)
+        self._gated = (
+            self._closed
+            or not self._started
+            or (txn is not None and txn.transactional)
+            or bool(self._h_send)  # on_send hooks run in _send
+        )
         # send()'s fast path skips the gate, the key serializer (keys must stay None) and the
         # max_request_size check (a record appended to a batch of at most batch_size bytes is
         # smaller than max_request_size when batch_size is)
@@ -343,10 +364,43 @@ class AIOKafkaProducer:
             parts = await self._partitions(topic)
         if partition is not None and partition not in parts[2]:
             parts = await self._unknown_partition(topic, partition)
+        if self._h_send:
+            return await self._send_hooked(
+                topic, value, key, partition, timestamp_ms, headers, parts
+            )
         done = self._append_now(topic, value, key, partition, timestamp_ms, headers, parts)
         if type(done) is RecordHandle:
             return done
         return await self._append_wait(*done)
+
+    async def _send_hooked(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        timestamp_ms: int | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        parts: tuple[list[int], list[int], frozenset[int]],
+    ) -> RecordHandle:
+        """_send() with on_send hooks: the partition is chosen first (the hooks see it), then
+        the record goes in with the headers the hooks returned."""
+        sticky = None
+        if partition is None:
+            if key is None and self._sticky is not None:
+                sticky = self._sticky_state.get(topic)
+                if sticky is None or (sticky[1] is not None and sticky[1].sealed):
+                    sticky = self._new_sticky(topic, sticky, parts)
+                partition = sticky[0]
+            else:
+                partition = self._partitioner(key, parts[0], parts[1])
+        assert partition is not None
+        headers = apply_send(self._h_send, topic, partition, key, value, headers or ())
+        done = self._append_now(topic, value, key, partition, timestamp_ms, headers, parts)
+        handle = done if type(done) is RecordHandle else await self._append_wait(*done)
+        if sticky is not None and sticky[1] is None:
+            sticky[1] = handle[0]  # later sends stay on this partition until the batch seals
+        return handle
 
     def _append_now(
         self,
@@ -490,6 +544,10 @@ class AIOKafkaProducer:
             return [
                 await self.send(topic, v, k, partition, timestamp_ms, headers)
                 for v, k in zip(values, keys, strict=True)
+            ]
+        if self._h_send:  # on_send hooks see every record: one send() each
+            return [
+                await self.send(topic, v, None, partition, timestamp_ms, headers) for v in values
             ]
         self._check_gate()
         parts = self._topic_cache.get(topic)
@@ -638,6 +696,26 @@ class AIOKafkaProducer:
                 f"the batch is {batch.size()} bytes, larger than max_request_size"
             )
         return await self._acc.add_user_batch(batch, topic, partition)
+
+    # ---- observability ---------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of this producer's counters (an aiokafka_lite extension, named after the
+        Java client's metrics; rates are per second over the producer's lifetime, latencies
+        and queue times in ms, sizes in bytes).
+
+        ``record-send-total``/``-rate`` (records acknowledged), ``record-error-total``,
+        ``record-retry-total`` (batch retries), ``batch-total``, ``batch-error-total``,
+        ``batch-size-avg``/``-max``, ``records-per-batch-avg``, ``byte-total``/``-rate``,
+        ``record-queue-time-avg``/``-max`` (batch opened -> first request),
+        ``delivery-latency-avg``/``-max`` (batch opened -> acknowledged),
+        ``produce-latency-avg``/``-max`` (Produce request round trip), ``request-total``/
+        ``-rate``, ``request-latency-avg``/``-max``, ``request-error-total``,
+        ``outgoing-byte-total``/``-rate``, ``connection-count``, ``connection-creation-total``,
+        ``connection-close-total`` and ``requests-by-api`` (per API name: ``total``,
+        ``latency-avg``, ``latency-max``, ``error-total``).
+        """
+        return self._metrics.producer_snapshot()
 
     # ---- transactions ----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.batch import ProducerBatch
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
@@ -59,6 +60,7 @@ class Sender:
         max_in_flight: int,
         max_request_size: int,
         txn: TransactionManager | None,
+        hooks: HookSet | None = None,
     ) -> None:
         self.client = client
         self.acc = acc
@@ -83,6 +85,10 @@ class Sender:
         self._claimed: list[ProducerBatch] | None = None
         #: while the loop sleeps: when its timer fires (None: no timer, idle)
         self._sleep_until: float | None = None
+        # batch hooks (see aiokafka_lite.hooks): one truth test per call site when none
+        self._h_batch_sent = hooks.on_batch_sent if hooks is not None else ()
+        self._h_acked = hooks.on_batch_acked if hooks is not None else ()
+        self._h_failed = hooks.on_batch_failed if hooks is not None else ()
         acc.wakeup = self.wakeup
         acc.batch_opened = self.batch_opened
         acc.wake_sealed = self.wake_sealed
@@ -222,7 +228,11 @@ class Sender:
 
     def _on_batch_failed(self, batch: ProducerBatch, exc: BaseException) -> None:
         """A failed batch that held sequence numbers leaves a gap: the epoch must change
-        (at once for an idempotent producer, after the abort for a transactional one)."""
+        (at once for an idempotent producer, after the abort for a transactional one).
+        Called by the accumulator once per failed batch (also for batches never sent)."""
+        if self._h_failed:
+            tp = batch.tp
+            emit(self._h_failed, tp.topic, tp.partition, batch.count, _size(batch), exc)
         txn = self.txn
         if txn is None:
             return
@@ -395,12 +405,23 @@ class Sender:
             if next_retry is None or now + self.retry_backoff < next_retry:
                 next_retry = now + self.retry_backoff
         loop = asyncio.get_running_loop()
+        h_sent = self._h_batch_sent
         for node, batches in by_node.items():
             self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
             for b in batches:
                 b.in_flight = True
                 b.attempts += 1
                 self._tp_in_flight[b.tp] = self._tp_in_flight.get(b.tp, 0) + 1
+                if h_sent:
+                    emit(
+                        h_sent,
+                        b.tp.topic,
+                        b.tp.partition,
+                        b.count,
+                        _size(b),
+                        now - b.created,
+                        b.attempts,
+                    )
             if node == claim:
                 self._claimed = batches
                 continue
@@ -548,6 +569,8 @@ class Sender:
             if self.acks == 0:
                 await self.client.send(node, req, expect_response=False)
                 for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
+                    if self._h_acked and not b.future.done():
+                        self._acked(b, -1)
                     self.acc.complete(b, None, None, None)
                 return
             resp = await self.client.send(node, req)
@@ -615,6 +638,8 @@ class Sender:
                 continue
             code = part.error_code
             if code == 0 or code == _DUPLICATE_SEQUENCE:
+                if self._h_acked and not b.future.done():
+                    self._acked(b, part.base_offset)
                 self.acc.complete(
                     b, part.base_offset, part.log_append_time_ms, part.log_start_offset
                 )
@@ -644,6 +669,11 @@ class Sender:
         if refresh:
             self.client.request_update()
 
+    def _acked(self, batch: ProducerBatch, base_offset: int) -> None:
+        tp = batch.tp
+        latency = time.monotonic() - batch.created
+        emit(self._h_acked, tp.topic, tp.partition, batch.count, _size(batch), base_offset, latency)
+
     def _on_sequence_error(self, batch: ProducerBatch, exc: Errors.KafkaError, now: float) -> None:
         """OutOfOrderSequence/UnknownProducerId: retry behind an earlier retry, else bump (KIP-360)."""
         txn = self.txn
@@ -666,6 +696,14 @@ class Sender:
             self.acc.requeue(batch, now + self.retry_backoff)
         else:
             self.acc.fail(batch, exc)
+
+
+def _size(batch: ProducerBatch) -> int:
+    """The batch's encoded size (its uncompressed estimate before it was built)."""
+    if batch.buffer is not None:
+        return len(batch.buffer)
+    builder = batch.builder
+    return int(builder.size_in_bytes()) if builder is not None else 0
 
 
 def _is_retriable(exc: BaseException) -> bool:

@@ -39,7 +39,14 @@ from aiokafka_lite.records.compression import (
 from aiokafka_lite.records.legacy import LEGACY_MIN_SIZE, LegacyBatch
 from aiokafka_lite.records.record import Record, RecordTuple
 
-__all__ = ["RecordBatch", "iter_batches", "read_batches", "decode_records", "Batch"]
+__all__ = [
+    "RecordBatch",
+    "iter_batches",
+    "read_batches",
+    "decode_records",
+    "count_records",
+    "Batch",
+]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -511,6 +518,39 @@ def iter_batches(
             )
         yield batch
         pos = stop
+
+
+def count_records(buf: Buffer | None, position: int = 0) -> int:
+    """Records in the complete batches of ``buf`` at or after offset ``position``, from the
+    batch headers alone (nothing decoded, no CRC checked): control batches are not counted, a
+    batch starting before ``position`` counts its records from there on (exact unless the
+    log was compacted), a legacy (v0/v1) message counts 1 even when it wraps several."""
+    if buf is None:
+        return 0
+    view = _byte_view(buf)
+    pos = 0
+    end = len(view)
+    unpack = _PREFIX.unpack_from
+    header = _HEADER.unpack_from
+    n = 0
+    while end - pos >= 17:
+        base_offset, length, _, magic = unpack(view, pos)
+        stop = pos + 12 + length
+        if length < 0 or stop > end:
+            break
+        if magic == 2:
+            if length >= _V2_MIN_LENGTH:
+                h = header(view, pos)
+                if not h[5] & 0x20:  # attributes: not a control batch
+                    count = h[12]
+                    if base_offset < position:
+                        count -= position - base_offset
+                    if count > 0:
+                        n += count
+        elif base_offset >= position:
+            n += 1
+        pos = stop
+    return n
 
 
 def read_batches(

@@ -216,7 +216,100 @@ async def taskiq_kick() -> dict[str, Any]:
     return {"runs": runs}
 
 
-SCENARIOS = {"otel": otel, "kstreams": kstreams_stream, "taskiq": taskiq_kick}
+# --------------------------------------------------------------------------- ddtrace
+
+
+async def ddtrace_spans() -> dict[str, Any]:
+    """ddtrace.patch(aiokafka=True): a span per send (ended at the acknowledgement) and per
+    getone/getmany, trace context carried in the record headers (DD_KAFKA_PROPAGATION_ENABLED),
+    every span captured by a trace filter instead of being sent to an agent."""
+    for key, value in {
+        "DD_TRACE_AGENT_URL": "http://127.0.0.1:9",  # nothing listens: nothing is sent anyway
+        "DD_INSTRUMENTATION_TELEMETRY_ENABLED": "false",
+        "DD_REMOTE_CONFIGURATION_ENABLED": "false",
+        "DD_TRACE_STARTUP_LOGS": "false",
+        "DD_KAFKA_PROPAGATION_ENABLED": "true",
+    }.items():
+        os.environ[key] = value
+    import ddtrace
+    from ddtrace.trace import TraceFilter, tracer
+
+    captured: list[Any] = []
+
+    class Capture(TraceFilter):  # type: ignore[misc]
+        def process_trace(self, trace: list[Any]) -> None:
+            captured.extend(trace)
+            return None  # dropped: never handed to the agent writer
+
+    tracer.configure(trace_processors=[Capture()])
+    ddtrace.patch(aiokafka=True, raise_errors=True)
+    import aiokafka
+
+    assert aiokafka._datadog_patch  # patched (the integration imported cleanly)
+    topic = await _new_topic()
+    group = f"g-{topic}"
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=BOOTSTRAP)
+    await producer.start()
+    try:
+        for i in range(2):
+            await producer.send_and_wait(topic, b"v%d" % i, key=b"k%d" % i)
+    finally:
+        await producer.stop()
+    consumer = aiokafka.AIOKafkaConsumer(
+        topic, bootstrap_servers=BOOTSTRAP, group_id=group, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    values: list[str] = []
+    try:
+        first = await asyncio.wait_for(consumer.getone(), 30)
+        values.append(first.value.decode())
+        for _ in range(30):
+            batch = await consumer.getmany(timeout_ms=1000)
+            values += [r.value.decode() for rs in batch.values() for r in rs]
+            if len(values) >= 2:
+                break
+        await consumer.commit()
+    finally:
+        await consumer.stop()
+    tracer.flush()
+
+    def norm(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(group, "GROUP").replace(topic, "TOPIC").replace(BOOTSTRAP, "BS")
+        return value
+
+    produced = {s.span_id: s for s in captured if s.name == "kafka.produce"}
+    spans = []
+    for s in captured:
+        tags = {
+            norm(k): norm(v)
+            for k, v in sorted(s.get_tags().items())
+            if not k.startswith("_dd") and k not in ("runtime-id", "kafka.cluster_id")
+        }
+        spans.append(
+            {
+                "name": s.name,
+                "service": s.service,
+                "resource": norm(s.resource),
+                "span_type": s.span_type,
+                "error": s.error,
+                "tags": tags,
+                "has_cluster_id": bool(s.get_tag("kafka.cluster_id")),
+                # a consumer span continues the trace of the record's producer span
+                "child_of_produce": s.parent_id in produced
+                and produced[s.parent_id].trace_id == s.trace_id,
+            }
+        )
+    spans.sort(key=lambda d: (d["name"], json.dumps(d["tags"], sort_keys=True)))
+    return {"values": sorted(values), "spans": spans}
+
+
+SCENARIOS = {
+    "otel": otel,
+    "kstreams": kstreams_stream,
+    "taskiq": taskiq_kick,
+    "ddtrace": ddtrace_spans,
+}
 
 
 def main() -> None:

@@ -55,3 +55,30 @@ def test_taskiq_task_kicked_right_after_startup_runs_once(broker: Any) -> None:
     pytest.importorskip("taskiq_aio_kafka")
     ours = run("lite", "taskiq", broker.bootstrap)
     assert ours["runs"] == [21]
+
+
+@pytest.mark.timeout(400)
+def test_ddtrace_spans_match_aiokafka(broker: Any) -> None:
+    pytest.importorskip("ddtrace")
+    broker.skip_on("tansu", reason="aiokafka (the oracle) cannot decode Tansu's group answers")
+    ours = run("lite", "ddtrace", broker.bootstrap)
+    theirs = run("real", "ddtrace", broker.bootstrap)
+    assert ours["values"] == theirs["values"] == ["v0", "v1"]
+    assert ours["spans"] == theirs["spans"]
+    names = [s["name"] for s in ours["spans"]]
+    assert names.count("kafka.produce") == 2 and "kafka.consume" in names
+    for span in ours["spans"]:
+        assert span["tags"]["component"] == "aiokafka" and span["error"] == 0
+        assert span["tags"]["messaging.system"] == "kafka"
+        assert span["has_cluster_id"]  # its Metadata request went through client.send()
+    produce = [s for s in ours["spans"] if s["name"] == "kafka.produce"]
+    assert [s["tags"]["kafka.message_key"] for s in produce] == ["k0", "k1"]
+    assert all(s["tags"]["span.kind"] == "producer" for s in produce)
+    consume = [s for s in ours["spans"] if s["name"] == "kafka.consume"]
+    assert all(s["tags"]["kafka.group_id"] == "GROUP" for s in consume)
+    # getone's span names its record's key and continues that record's producer trace
+    # (context in the headers); getmany's names the partitions it returned
+    getone = [s for s in consume if "kafka.message_key" in s["tags"]]
+    assert len(getone) == 1 and getone[0]["tags"]["kafka.message_key"] == "k0"
+    assert getone[0]["child_of_produce"]
+    assert any("kafka.partitions.TOPIC" in s["tags"] for s in consume)

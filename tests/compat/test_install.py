@@ -102,6 +102,11 @@ NOT_API = {
         "TopicPartitionState",
     },
     "aiokafka.producer.message_accumulator": {"MessageAccumulator", "MessageBatch"},
+    # only MetadataRequest (ddtrace sends one); aiokafka's per-version structs are its codec
+    "aiokafka.protocol.metadata": {
+        *(f"MetadataRequest_v{v}" for v in range(5)),
+        *(f"MetadataResponse_v{v}" for v in range(6)),
+    },
     # names the admin client does not provide yet (its own issue): listed, not hidden
     "aiokafka.admin": {"NewPartitions", "RecordsToDelete"},
     "aiokafka.admin.new_partitions": {"NewPartitions"},
