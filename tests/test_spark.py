@@ -385,3 +385,152 @@ def test_spark_option_forms_are_parsed():
     }
     with pytest.raises(errors.IllegalArgumentError, match="jaas"):
         parse_options({**base, "kafka.sasl.jaas.config": "nonsense"})
+
+
+def test_unknown_options_warn_with_the_closest_name(caplog):
+    """An unknown option is not an error (Spark ignores it too) but a warning in the driver's
+    log naming the closest known option; Spark's options are case-insensitive."""
+    from aiokafka_lite.spark._offsets import check_client_options
+    from aiokafka_lite.spark._options import option_warnings
+    from aiokafka_lite.spark.datasource import KafkaDataSource
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert (
+        option_warnings(
+            {**base, "STARTINGOFFSETS": "earliest", "groupIdPrefix": "p", "kafka.group.id": "g"},
+            streaming=False,
+            read=True,
+        )
+        == []
+    )
+    assert (
+        option_warnings(
+            {**base, "checkpointLocation": "/c", "queryName": "q"}, streaming=True, read=False
+        )
+        == []
+    )  # what Spark adds to a streaming sink's options
+    got = option_warnings(
+        {**base, "startingOffsetByTimestamp": "{}", "whatever": "1"}, streaming=False, read=True
+    )
+    assert got == [
+        "unknown option 'startingoffsetbytimestamp' is ignored: "
+        "did you mean startingOffsetsByTimestamp?",
+        "unknown option 'whatever' is ignored",
+    ]
+    # streaming-only options on a batch read: Spark's connector's own warnings
+    assert option_warnings(
+        {**base, "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "1", "maxTriggerDelay": "1s"},
+        streaming=False,
+        read=True,
+    ) == [
+        "maxOffsetsPerTrigger option ignored in batch queries",
+        "minOffsetsPerTrigger option ignored in batch queries",
+        "maxTriggerDelay option ignored in batch queries",
+    ]
+    # kafka.* names are checked against the clients' settings (in Java spelling)
+    opts = parse_options({**base, "kafka.lingerr.ms": "5", "kafka.zzz.yyy": "1"})
+    assert check_client_options(opts) == [
+        "unknown Kafka client option 'kafka.lingerr.ms' is ignored: did you mean kafka.linger.ms?",
+        "unknown Kafka client option 'kafka.zzz.yyy' is ignored",
+    ]
+    # ... and both reach the log when Spark asks the data source for a reader
+    source = KafkaDataSource({**base, "subscribepatern": "x", "kafka.bach.size": "10"})
+    with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
+        source.reader(None)  # type: ignore[arg-type]
+    logged = [r.getMessage() for r in caplog.records if r.name == "aiokafka_lite.spark"]
+    assert any("did you mean subscribePattern?" in m for m in logged), logged
+    assert any("did you mean kafka.batch.size?" in m for m in logged), logged
+    # Java key/trust stores and Kerberos stay refused: TLS/SASL would fail later, less clearly
+    for name in ("kafka.ssl.truststore.location", "kafka.sasl.kerberos.service.name"):
+        with pytest.raises(errors.IllegalArgumentError, match="not supported"):
+            parse_options({**base, name: "x"})
+
+
+def test_streaming_and_split_options_are_parsed():
+    base = {"kafka.bootstrap.servers": "h:1"}
+    opts = parse_options(base, streaming=True)
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (None, 15 * 60_000)
+    assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms) == (3, 10)
+    opts = parse_options(
+        {
+            **base,
+            "minOffsetsPerTrigger": "100",
+            "maxTriggerDelay": "30s",
+            "maxRecordsPerPartition": "1000",
+            "fetchOffset.numRetries": "5",
+            "fetchOffset.retryIntervalMs": "0",
+        },
+        streaming=True,
+    )
+    assert opts.min_offsets_per_trigger == 100 and opts.max_trigger_delay_ms == 30_000
+    assert opts.max_records_per_partition == 1000
+    assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms) == (5, 0)
+    for text, ms in (("250", 250), ("100ms", 100), ("2 min", 120_000), ("1h", 3_600_000)):
+        assert parse_options({**base, "maxTriggerDelay": text}).max_trigger_delay_ms == ms
+    with pytest.raises(errors.IllegalArgumentError, match=r"maxTriggerDelay.*\(ms\)"):
+        parse_options({**base, "maxTriggerDelay": "soon"})
+    for name in ("minOffsetsPerTrigger", "maxRecordsPerPartition", "fetchOffset.numRetries"):
+        with pytest.raises(errors.IllegalArgumentError, match=f"{name}: expected a positive"):
+            parse_options({**base, name: "0"})
+
+
+def test_split_ranges_like_spark():
+    """minPartitions / maxRecordsPerPartition cut ranges where Spark's connector cuts them
+    (the (5, None) and (8, 10) cases are what Spark 4.2's connector planned for a batch read of
+    the same offsets)."""
+    from aiokafka_lite.spark._offsets import OffsetRange, split_ranges
+
+    ranges = [OffsetRange("t", 0, 0, 25), OffsetRange("t", 1, 0, 7), OffsetRange("t", 2, 0, 2)]
+
+    def cut(min_partitions: int | None, max_records: int | None) -> list[tuple[int, int, int]]:
+        return [
+            (r.partition, r.start, r.end) for r in split_ranges(ranges, min_partitions, max_records)
+        ]
+
+    assert cut(None, None) == [(0, 0, 25), (1, 0, 7), (2, 0, 2)]
+    assert cut(5, None) == [(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7), (2, 0, 2)]
+    # a range whose share rounds to one piece stays whole; the others share the rest
+    assert cut(8, None) == [
+        *[(0, s, s + 5) for s in range(0, 25, 5)],
+        (1, 0, 3),
+        (1, 3, 7),
+        (2, 0, 2),
+    ]
+    assert cut(8, 10) == [
+        *[(0, s, s + 4) for s in range(0, 20, 4)],
+        (0, 20, 25),
+        (1, 0, 3),
+        (1, 3, 7),
+        (2, 0, 2),
+    ]
+    assert cut(None, 10) == [(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7), (2, 0, 2)]
+    assert cut(None, 25) == cut(None, None)
+    # both: maxRecordsPerPartition first, then minPartitions if there are still too few
+    assert all(r[2] - r[1] <= 7 for r in cut(2, 7)) and len(cut(2, 7)) == 6
+    assert len(cut(12, 10)) >= 12 and all(r[2] - r[1] <= 10 for r in cut(12, 10))
+
+
+def test_offsets_are_fetched_again_while_they_look_wrong(monkeypatch):
+    """fetchOffset.numRetries / retryIntervalMs: a partition whose end is below the offset the
+    query already reached is asked again (Spark's "incorrect offsets" retry) before it counts
+    as data loss."""
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    tp = TopicPartition("t", 0)
+    opts = parse_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "t",
+            "fetchOffset.numRetries": "4",
+            "fetchOffset.retryIntervalMs": "1",
+        },
+        streaming=True,
+    )
+    reader = KafkaStreamReader(opts)
+    answers = [{tp: (0, 3)}, {tp: (0, 3)}, {tp: (0, 12)}]
+    calls = []
+    monkeypatch.setattr(reader, "_bounds", lambda: calls.append(1) or answers[len(calls) - 1])
+    assert reader._checked_bounds({tp: 10}) == {tp: (0, 12)} and len(calls) == 3
+    calls.clear()
+    answers[:] = [{tp: (0, 3)}] * 4
+    assert reader._checked_bounds({tp: 10}) == {tp: (0, 3)} and len(calls) == 4
