@@ -6,6 +6,7 @@ otherwise. One Spark session serves every test of the run (startup is the slow p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -185,6 +186,8 @@ async def test_streaming_available_now_rate_limit_and_restart(
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", "20")
+            # never reached, and not waited for: an availableNow run reads everything and ends
+            .option("minOffsetsPerTrigger", "1000")
             .load()
         )
         query = (
@@ -534,3 +537,193 @@ def test_offsets_are_fetched_again_while_they_look_wrong(monkeypatch):
     calls.clear()
     answers[:] = [{tp: (0, 3)}] * 4
     assert reader._checked_bounds({tp: 10}) == {tp: (0, 3)} and len(calls) == 4
+
+
+def _wait_until(predicate: Any, timeout: float, query: Any, what: str) -> None:
+    """Poll ``predicate`` until true; fail after ``timeout`` s or when ``query`` died."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert query.isActive, f"the query stopped while waiting for {what}: {query.exception()}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout:g} s"
+        time.sleep(0.1)
+
+
+async def test_max_records_per_partition_splits_tasks(spark, kafka_bootstrap, new_topic, tmp_path):
+    """maxRecordsPerPartition: no Spark task reads more offsets than that, batch and streaming."""
+    topic = await new_topic(partitions=2)
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=int(i >= 25)) for i in range(32)]
+    )
+
+    def spans(df: Any) -> list[tuple[int, int, int]]:
+        tasks = df.select("partition", "offset").rdd.glom().collect()
+        return sorted((t[0][0], t[0][1], t[-1][1] + 1) for t in tasks if t)
+
+    want = [(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7)]  # 25 offsets: three tasks of <= 10
+    assert (
+        spans(_reader(spark, kafka_bootstrap, subscribe=topic, maxRecordsPerPartition="10")) == want
+    )
+    got: list[list[tuple[int, int, int]]] = []
+    query = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxRecordsPerPartition", "10")
+        .load()
+        .writeStream.foreachBatch(lambda df, _: got.append(spans(df)))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the availableNow query did not finish"
+    assert query.exception() is None
+    assert [s for s in got if s] == [want]
+
+
+async def test_streaming_min_offsets_per_trigger_and_max_trigger_delay(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """minOffsetsPerTrigger holds a micro-batch back until enough new offsets are available
+    (across partitions), unless maxTriggerDelay passed since the previous batch. As in Spark's
+    source, the query's first batch is never held back."""
+    topic = await new_topic(partitions=2)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"a", partition=i % 2) for i in range(5)])
+    batches: list[tuple[float, list[tuple[int, int]]]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        if rows:
+            batches.append((time.monotonic(), rows))
+
+    query = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("minOffsetsPerTrigger", "10")
+        .option("maxTriggerDelay", "10s")
+        .load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        _wait_until(lambda: len(batches) >= 1, 120, query, "first micro-batch")
+        assert len(batches[0][1]) == 5
+        # 4 new offsets are too few; 4 + 6 are enough: one micro-batch holds all ten
+        await _produce(kafka_bootstrap, topic, [dict(value=b"b", partition=0) for _ in range(4)])
+        enough_from = time.monotonic()
+        await _produce(kafka_bootstrap, topic, [dict(value=b"c", partition=1) for _ in range(6)])
+        _wait_until(lambda: len(batches) >= 2, 60, query, "second micro-batch")
+        assert batches[1][1] == [(0, o) for o in range(3, 7)] + [(1, o) for o in range(2, 8)]
+        # 3 never reach the minimum: they are read once maxTriggerDelay passed since batch 2
+        # (which started after ``enough_from``)
+        await _produce(kafka_bootstrap, topic, [dict(value=b"d", partition=0) for _ in range(3)])
+        _wait_until(lambda: len(batches) >= 3, 60, query, "third micro-batch")
+        assert batches[2][1] == [(0, o) for o in range(7, 10)]
+        assert batches[2][0] - enough_from >= 10
+    finally:
+        query.stop()
+
+
+def _available_now(spark: Any, bootstrap: str, topic: str, ckpt: Any, **options: str) -> Any:
+    """Run an availableNow query from ``ckpt``: ``(rows as (partition, offset), exception)``."""
+    rows: list[tuple[int, int]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows.extend(
+            sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        )
+
+    r = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    query = (
+        r.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish"
+    except pyspark.errors.StreamingQueryException as exc:
+        return rows, exc
+    return rows, query.exception()
+
+
+@pytest.mark.skip_broker("tansu", reason="DeleteRecords makes Tansu panic and drop the connection")
+async def test_streaming_fail_on_data_loss_deleted_records(
+    spark, kafka_bootstrap, new_topic, tmp_path, caplog
+):
+    """Records deleted after a micro-batch and before the next one read them: the query fails
+    naming the partition and the offsets lost, or with failOnDataLoss=false skips them (a
+    warning) and goes on with the rest."""
+    from aiokafka_lite.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(10)])
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is None and rows == [(0, o) for o in range(10)]
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(10, 20)])
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(15)})
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same checkpoint for both settings
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is not None and rows == []
+    assert f"{topic}-0: offsets [10, 15) were deleted" in str(exc), exc
+    assert "failOnDataLoss" in str(exc)
+    rows, exc = _available_now(
+        spark, kafka_bootstrap, topic, tmp_path / "b", failOnDataLoss="false"
+    )
+    assert exc is None and rows == [(0, o) for o in range(15, 20)]
+    # the warning, planning in this process
+    options = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic}
+    reader = KafkaStreamReader(
+        parse_options({**options, "failOnDataLoss": "false"}, streaming=True)
+    )
+    with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
+        planned = reader.partitions({topic: {"0": 10}}, {topic: {"0": 20}})
+    assert [(p.range.start, p.range.end) for p in planned] == [(15, 20)]  # type: ignore[attr-defined]
+    assert any(f"{topic}-0: offsets [10, 15) were deleted" in m for m in caplog.messages)
+
+
+async def test_streaming_fail_on_data_loss_topic_recreated(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """The topic deleted and re-created between micro-batches (its offsets went back): the query
+    fails naming the partition and the offsets, or with failOnDataLoss=false reads the new
+    topic from its start."""
+    from aiokafka_lite.admin import AIOKafkaAdminClient
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"old") for _ in range(10)])
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is None and len(rows) == 10
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.delete_topics([topic])
+        deadline = time.monotonic() + 60  # Apache Kafka deletes asynchronously
+        while True:
+            try:
+                await new_topic(partitions=1, name=topic)
+                break
+            except RuntimeError:  # TOPIC_ALREADY_EXISTS while the deletion completes
+                assert time.monotonic() < deadline, f"{topic} could not be re-created in 60 s"
+                await asyncio.sleep(0.2)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"new") for _ in range(3)])
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is not None and rows == []
+    assert f"{topic}-0: the offset went back from 10 to 3" in str(exc), exc
+    rows, exc = _available_now(
+        spark, kafka_bootstrap, topic, tmp_path / "b", failOnDataLoss="false"
+    )
+    assert exc is None and rows == [(0, 0), (0, 1), (0, 2)]
