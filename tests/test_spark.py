@@ -472,9 +472,18 @@ def test_streaming_and_split_options_are_parsed():
         assert parse_options({**base, "maxTriggerDelay": text}).max_trigger_delay_ms == ms
     with pytest.raises(errors.IllegalArgumentError, match=r"maxTriggerDelay.*\(ms\)"):
         parse_options({**base, "maxTriggerDelay": "soon"})
-    for name in ("minOffsetsPerTrigger", "maxRecordsPerPartition", "fetchOffset.numRetries"):
-        with pytest.raises(errors.IllegalArgumentError, match=f"{name}: expected a positive"):
+    for name in (
+        "minPartitions",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxRecordsPerPartition",
+        "fetchOffset.numRetries",
+        "kafkaConsumer.pollTimeoutMs",
+    ):
+        with pytest.raises(errors.IllegalArgumentError, match=f": {name} must be positive"):
             parse_options({**base, name: "0"})
+    with pytest.raises(errors.IllegalArgumentError, match="must not be negative"):
+        parse_options({**base, "fetchOffset.retryIntervalMs": "-1"})
 
 
 def test_split_ranges_like_spark():

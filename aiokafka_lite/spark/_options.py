@@ -271,18 +271,25 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 def _positive_int(opts: Mapping[str, str], name: str, *, allow_zero: bool = False) -> int | None:
-    """The option ``name`` (lower case) as an integer > 0 (>= 0 with ``allow_zero``), or None."""
+    """The option ``name`` (lower case) as an integer > 0 (>= 0 with ``allow_zero``), or None.
+
+    The message starts as Spark's ("minPartitions must be positive").
+    """
     raw = opts.get(name)
     if raw is None:
         return None
     shown = _KNOWN_LOWER.get(name, name)
-    what = "a non-negative integer" if allow_zero else "a positive integer"
+    what = (
+        "must not be negative (an integer >= 0)"
+        if allow_zero
+        else "must be positive (an integer > 0)"
+    )
     try:
         value = int(raw.strip())
     except ValueError as exc:
-        raise IllegalArgumentError(f"{shown}: expected {what}, got {raw!r}") from exc
+        raise IllegalArgumentError(f"{shown} {what}, got {raw!r}") from exc
     if value < 0 or (value == 0 and not allow_zero):
-        raise IllegalArgumentError(f"{shown}: expected {what}, got {raw!r}")
+        raise IllegalArgumentError(f"{shown} {what}, got {raw!r}")
     return value
 
 
