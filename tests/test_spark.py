@@ -736,3 +736,23 @@ async def test_streaming_fail_on_data_loss_topic_recreated(
         spark, kafka_bootstrap, topic, tmp_path / "b", failOnDataLoss="false"
     )
     assert exc is None and rows == [(0, 0), (0, 1), (0, 2)]
+
+
+async def test_streaming_deleted_partitions_are_data_loss(kafka_bootstrap, new_topic, caplog):
+    """A partition the checkpoint has that no longer exists (its topic deleted): planning the
+    next micro-batch fails, or with failOnDataLoss=false drops it with a warning."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    topic = await new_topic(partitions=1)
+    gone = topic + "-gone"  # never created: what a deleted topic looks like
+    base = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": f"{topic},{gone}"}
+    start = {topic: {"0": 0}, gone: {"0": 7}}
+    strict = KafkaStreamReader(parse_options(base, streaming=True))
+    with pytest.raises(errors.IllegalStateError, match=f"partitions {gone}-0 have been deleted"):
+        strict.latestOffset(start, ReadAllAvailable())
+    lenient = KafkaStreamReader(parse_options({**base, "failOnDataLoss": "false"}, streaming=True))
+    with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
+        assert lenient.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 0}}
+    assert any(f"partitions {gone}-0 have been deleted" in m for m in caplog.messages)
