@@ -756,3 +756,27 @@ async def test_streaming_deleted_partitions_are_data_loss(kafka_bootstrap, new_t
     with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
         assert lenient.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 0}}
     assert any(f"partitions {gone}-0 have been deleted" in m for m in caplog.messages)
+
+
+async def test_poll_timeout_bounds_a_stalled_read(kafka_bootstrap, new_topic):
+    """kafkaConsumer.pollTimeoutMs: a task that gets no records for that long fails (here a
+    range planned past the end of the partition) instead of waiting forever."""
+    from aiokafka_lite import sync
+    from aiokafka_lite.spark._io import read_range
+    from aiokafka_lite.spark._offsets import OffsetRange
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(3)])
+    opts = parse_options(
+        {"kafka.bootstrap.servers": kafka_bootstrap, "kafkaConsumer.pollTimeoutMs": "1500"}
+    )
+    rows: list[int] = []
+
+    def read() -> None:
+        for batch in sync.iterate(lambda: read_range(opts, OffsetRange(topic, 0, 0, 5))):
+            rows.extend(batch.column("offset").to_pylist())
+
+    started = time.monotonic()
+    with pytest.raises(errors.KafkaTimeoutError, match=r"kafkaConsumer\.pollTimeoutMs=1500"):
+        await asyncio.to_thread(read)
+    assert 1.5 <= time.monotonic() - started < 30
