@@ -780,3 +780,37 @@ async def test_poll_timeout_bounds_a_stalled_read(kafka_bootstrap, new_topic):
     with pytest.raises(errors.KafkaTimeoutError, match=r"kafkaConsumer\.pollTimeoutMs=1500"):
         await asyncio.to_thread(read)
     assert 1.5 <= time.monotonic() - started < 30
+
+
+@pytest.mark.skip_broker("tansu", reason="DeleteRecords makes Tansu panic and drop the connection")
+async def test_read_task_data_loss(kafka_bootstrap, new_topic):
+    """A task whose records vanished after planning (deleted, or the partition now ends before
+    them): fails naming the partition and offsets, or with failOnDataLoss=false reads what is
+    left."""
+    from aiokafka_lite import sync
+    from aiokafka_lite.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka_lite.spark._io import read_range
+    from aiokafka_lite.spark._offsets import OffsetRange
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(10)])
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(4)})
+
+    def read(start: int, end: int, **options: str) -> list[int]:
+        opts = parse_options({"kafka.bootstrap.servers": kafka_bootstrap, **options})
+        rng = OffsetRange(topic, 0, start, end)
+        return [
+            o
+            for batch in sync.iterate(lambda: read_range(opts, rng), item_timeout=60)
+            for o in batch.column("offset").to_pylist()
+        ]
+
+    with pytest.raises(
+        errors.IllegalStateError, match=rf"{topic}-0: offsets \[1, 4\) were deleted"
+    ):
+        await asyncio.to_thread(read, 1, 8)
+    assert await asyncio.to_thread(read, 1, 8, failOnDataLoss="false") == [4, 5, 6, 7]
+    with pytest.raises(errors.IllegalStateError, match=rf"{topic}-0: offsets \[12, 15\) are past"):
+        await asyncio.to_thread(read, 12, 15)
+    assert await asyncio.to_thread(read, 12, 15, failOnDataLoss="false") == []

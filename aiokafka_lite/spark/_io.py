@@ -130,8 +130,9 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Arrow record batches.
 
     Offsets missing inside the range (compaction, transaction markers) are skipped. Raises
-    ``IllegalStateError`` when records of the range were deleted before they were read and
-    ``failOnDataLoss`` is on (else logs a warning and reads on from the log start), and
+    ``IllegalStateError`` when records of the range were deleted before they were read, or the
+    partition now ends before them, and ``failOnDataLoss`` is on (else logs a warning and reads
+    on from the log start, or stops), and
     ``KafkaTimeoutError`` when no progress is made for ``kafkaConsumer.pollTimeoutMs``.
     """
     if rng.size <= 0:
@@ -190,10 +191,12 @@ async def _after_data_loss(
     earliest = (await consumer.beginning_offsets([tp]))[tp]
     name = f"{tp.topic}-{tp.partition}"
     if earliest <= position:  # out of range above the log end: the partition was truncated
-        raise Errors.IllegalStateError(
-            f"{name}: offset {position} is past the end of the partition (log start {earliest}): "
-            "the topic was deleted and re-created, or records were lost on the broker"
+        report_data_loss(
+            options,
+            f"{name}: offsets [{position}, {end}) are past the end of the partition (log start "
+            f"{earliest}): the topic was deleted and re-created, or records were lost on the broker",
         )
+        return end
     skip_to = min(earliest, end)
     report_data_loss(
         options,

@@ -12,7 +12,7 @@ Register it once per session, then use it like Spark's own Kafka source::
       .option("topic", "events_upper").save()
 
 How the work is split: the driver resolves one offset range per topic-partition (more with
-``minPartitions``) and hands each to a Spark task inside its :class:`KafkaInputPartition`; the
+``minPartitions`` / ``maxRecordsPerPartition``) and hands each to a Spark task inside its :class:`KafkaInputPartition`; the
 task reads the range with :class:`~aiokafka_lite.AIOKafkaConsumer` on a fresh event loop and
 yields Arrow record batches. Writes run :class:`~aiokafka_lite.AIOKafkaProducer` per task and
 wait for every acknowledgement before the task reports success (at-least-once, as Spark's own
