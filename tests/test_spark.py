@@ -814,3 +814,29 @@ async def test_read_task_data_loss(kafka_bootstrap, new_topic):
     with pytest.raises(errors.IllegalStateError, match=rf"{topic}-0: offsets \[12, 15\) are past"):
         await asyncio.to_thread(read, 12, 15)
     assert await asyncio.to_thread(read, 12, 15, failOnDataLoss="false") == []
+
+
+def test_refusals_are_worded_as_spark_words_them():
+    """The texts of Spark's connector for the same refusals (our option names added)."""
+    base = {"kafka.bootstrap.servers": "h:1"}
+    cases = [
+        ({}, False, "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka"),
+        ({**base, "startingOffsets": "latest"}, False, "starting offset can't be latest for batch"),
+        ({**base, "endingOffsets": "earliest"}, False, "ending offset can't be earliest for batch"),
+        ({**base, "startingOffsets": '{"t": {"0": -1}}'}, False, "Starting offset not allowed"),
+        ({**base, "endingOffsets": '{"t": {"0": -2}}'}, False, "Ending offset not allowed"),
+        ({**base, "endingOffsets": "latest"}, True, "ending offset not valid in streaming"),
+        ({**base, "endingTimestamp": "1"}, True, "ending timestamp not valid in streaming"),
+        ({**base, "minPartitions": "0"}, False, "minPartitions must be positive"),
+        (
+            {**base, "kafka.key.deserializer": "x"},
+            False,
+            "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+            "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize "
+            "the keys.",
+        ),
+    ]
+    for options, streaming, text in cases:
+        with pytest.raises(errors.IllegalArgumentError) as info:
+            parse_options(options, streaming=streaming)
+        assert text in str(info.value), (options, str(info.value))

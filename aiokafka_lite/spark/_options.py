@@ -74,14 +74,18 @@ _RENAMED = {
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
 }
+# Refused as Spark's connector refuses them ("Kafka option '<name>' is not supported<why>"; the
+# (de)serializer reasons are Spark's words).
 _REFUSED = {
-    "auto.offset.reset": "use startingOffsets / endingOffsets instead",
-    "enable.auto.commit": "the data source never commits offsets to Kafka",
-    "key.serializer": "keys are written as bytes (cast the column to string or binary)",
-    "value.serializer": "values are written as bytes (cast the column to string or binary)",
-    "key.deserializer": "keys are always read as bytes (cast the column in Spark)",
-    "value.deserializer": "values are always read as bytes (cast the column in Spark)",
-    "interceptor.classes": "interceptors could change records behind the data source's back",
+    "auto.offset.reset": ": set the source option startingOffsets (or endingOffsets) instead",
+    "enable.auto.commit": ": the data source never commits offsets to Kafka",
+    "key.serializer": " as keys are serialized with ByteArraySerializer.",
+    "value.serializer": " as value are serialized with ByteArraySerializer.",
+    "key.deserializer": " as keys are deserialized as byte arrays with ByteArrayDeserializer. "
+    "Use DataFrame operations to explicitly deserialize the keys.",
+    "value.deserializer": " as values are deserialized as byte arrays with ByteArrayDeserializer. "
+    "Use DataFrame operations to explicitly deserialize the values.",
+    "interceptor.classes": ": interceptors could change records behind the data source's back",
 }
 # Java-only settings (key/trust stores, Kerberos): refused, a TLS or SASL setup without them
 # would fail later with a less helpful error.
@@ -158,9 +162,7 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
                 out.setdefault(arg, cred)
             continue
         if name in _REFUSED:
-            raise IllegalArgumentError(
-                f"Kafka option 'kafka.{name}' is not supported: {_REFUSED[name]}"
-            )
+            raise IllegalArgumentError(f"Kafka option '{name}' is not supported{_REFUSED[name]}")
         for prefix, why in _REFUSED_PREFIXES.items():
             if name.startswith(prefix):
                 raise IllegalArgumentError(f"Kafka option 'kafka.{name}' is not supported: {why}")
@@ -388,12 +390,20 @@ class KafkaOptions:
         return bool(self.subscribe) + (self.pattern is not None) + (self.assign is not None) == 1
 
 
-def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOptions:
-    """Build :class:`KafkaOptions` from Spark's option map (see the module docstring)."""
+def parse_options(
+    raw: Mapping[str, str], *, streaming: bool = False, read: bool = True
+) -> KafkaOptions:
+    """Build :class:`KafkaOptions` from Spark's option map (see the module docstring).
+
+    Refusals are worded as Spark's connector words them, with our option names added.
+    """
     opts = {str(k).lower(): str(v) for k, v in raw.items()}
     bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap.servers")
     if not bootstrap:
-        raise IllegalArgumentError("option 'kafka.bootstrap.servers' is required")
+        client = "consumer" if read else "producer"
+        raise IllegalArgumentError(
+            f"Option 'kafka.bootstrap.servers' must be specified for configuring Kafka {client}"
+        )
     subscribe = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
     pattern = opts.get("subscribepattern")
     if pattern is not None:
@@ -404,11 +414,14 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
                 f"subscribePattern: invalid regex {pattern!r}: {exc}"
             ) from exc
     assign = _parse_assign(opts["assign"]) if "assign" in opts else None
-    ending_names = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
-    if streaming and any(n in opts for n in ending_names):
-        raise IllegalArgumentError(
-            "endingOffsets / endingTimestamp / endingOffsetsByTimestamp are for batch queries only"
-        )
+    if streaming:
+        for name in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
+            if name in opts:
+                what = "timestamp" if name == "endingtimestamp" else "offset"
+                raise IllegalArgumentError(
+                    f"ending {what} not valid in streaming queries "
+                    f"({_DISPLAY[name]} is for batch queries)"
+                )
     starting = _offset_spec(
         opts,
         "startingoffsets",
@@ -420,24 +433,33 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
         opts, "endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp", "latest"
     )
     if not streaming and starting == "latest":
-        raise IllegalArgumentError("startingOffsets='latest' is not allowed in a batch query")
+        raise IllegalArgumentError(
+            "starting offset can't be latest for batch queries on Kafka (startingOffsets)"
+        )
     if (
         not streaming
         and isinstance(starting, dict)
         and any(o == LATEST for ps in starting.values() for o in ps.values())
     ):
-        raise IllegalArgumentError("startingOffsets: -1 (latest) is not allowed in a batch query")
+        raise IllegalArgumentError(
+            "Starting offset not allowed to be set to latest offsets. "
+            "(startingOffsets: -1 in a batch query)"
+        )
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise IllegalArgumentError(
             f"startingOffsetsByTimestampStrategy: expected error or latest, got {strategy!r}"
         )
     if ending == "earliest":
-        raise IllegalArgumentError("endingOffsets='earliest' is not allowed")
+        raise IllegalArgumentError(
+            "ending offset can't be earliest for batch queries on Kafka (endingOffsets)"
+        )
     if isinstance(ending, dict) and any(
         o == EARLIEST for ps in ending.values() for o in ps.values()
     ):
-        raise IllegalArgumentError("endingOffsets: -2 (earliest) is not allowed")
+        raise IllegalArgumentError(
+            "Ending offset not allowed to be set to earliest offsets. (endingOffsets: -2)"
+        )
     poll = _positive_int(opts, "kafkaconsumer.polltimeoutms")
     delay = opts.get("maxtriggerdelay")
     interval = _positive_int(opts, "fetchoffset.retryintervalms", allow_zero=True)

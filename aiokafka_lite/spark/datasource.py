@@ -438,7 +438,7 @@ class KafkaDataSource(DataSource):
         return read_schema_ddl(self._include_headers())
 
     def _parse(self, streaming: bool, *, read: bool) -> KafkaOptions:
-        opts = parse_options(self.options, streaming=streaming)
+        opts = parse_options(self.options, streaming=streaming, read=read)
         warnings = option_warnings(self.options, streaming=streaming, read=read)
         for text in warnings + check_client_options(opts):
             options_log.warning("aiokafka_lite: %s", text)
