@@ -255,12 +255,17 @@ async def test_default_partitioner_matches_java(spark, kafka_bootstrap, new_topi
 
 
 async def test_spark_style_client_options(spark, broker, kafka_bootstrap, new_topic):
-    """Options written for Spark's connector work unchanged: kafka.group.id, SASL via JAAS."""
+    """Options written for Spark's connector work unchanged: kafka.group.id, groupIdPrefix,
+    unknown names (ignored), SASL via JAAS."""
     topic = await new_topic(partitions=2)
     await _produce(
         kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2) for i in range(10)]
     )
     ref, ours = _both(spark, kafka_bootstrap, subscribe=topic, **{"kafka.group.id": "spark-app"})
+    assert len(ref) == 10 and ours == ref
+    # groupIdPrefix (unused by both here) and unknown names: ignored by both (ours warns)
+    unknown = {"groupIdPrefix": "app", "startingOffsetByTimestamp": "{}", "kafka.lingerr.ms": "5"}
+    ref, ours = _both(spark, kafka_bootstrap, subscribe=topic, **unknown)
     assert len(ref) == 10 and ours == ref
     if broker.sasl_bootstrap is None:
         pytest.skip(f"[{broker.kind}] no SASL listener")
