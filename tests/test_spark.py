@@ -840,3 +840,65 @@ def test_refusals_are_worded_as_spark_words_them():
         with pytest.raises(errors.IllegalArgumentError) as info:
             parse_options(options, streaming=streaming)
         assert text in str(info.value), (options, str(info.value))
+
+
+def test_admission_control_follows_sparks_read_limits(monkeypatch):
+    """latestOffset's decisions with minOffsetsPerTrigger + maxOffsetsPerTrigger set (Spark's
+    composite limit), on a fake clock and fake partition ends."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    ends = {a: 3, b: 2}
+    now = [100.0]
+    monkeypatch.setattr(
+        KafkaStreamReader, "_bounds", lambda self: {tp: (0, e) for tp, e in ends.items()}
+    )
+
+    def reader(**options: str) -> KafkaStreamReader:
+        opts = {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxTriggerDelay": "1m"}
+        r = KafkaStreamReader(parse_options({**opts, **options}, streaming=True))
+        r._clock = lambda: now[0]
+        return r
+
+    def offsets(x: int, y: int) -> dict[str, dict[str, int]]:
+        return {"t": {"0": x, "1": y}}
+
+    assert reader(minOffsetsPerTrigger="10").getDefaultReadLimit() == ReadMinRows(10)
+    r = reader(minOffsetsPerTrigger="10", maxOffsetsPerTrigger="15")
+    limit = r.getDefaultReadLimit()
+    assert limit == ReadMaxRows(15)
+    # the first batch of a run is never held back (5 < 10)
+    assert r.latestOffset(offsets(0, 0), limit) == offsets(3, 2)
+    ends.update({a: 9, b: 5})  # 9 new offsets: held back, the same offsets come back
+    now[0] += 30
+    assert r.latestOffset(offsets(3, 2), limit) == offsets(3, 2)
+    ends.update({a: 23, b: 12})  # 30 new: admitted, capped at 15 in proportion (20:10)
+    assert r.latestOffset(offsets(3, 2), limit) == offsets(13, 7)
+    ends.update({a: 24, b: 12})  # 16 new: admitted, the cap applies again
+    assert r.latestOffset(offsets(13, 7), limit) == offsets(24, 11)
+    assert r.latestOffset(offsets(24, 11), limit) == offsets(24, 11)  # 1 new: held back
+    now[0] += 59
+    assert r.latestOffset(offsets(24, 11), limit) == offsets(24, 11)
+    now[0] += 1  # maxTriggerDelay since the last batch: admitted though below the minimum
+    assert r.latestOffset(offsets(24, 11), limit) == offsets(24, 12)
+    # the engine's ReadAllAvailable wins over the options
+    ends.update({a: 30, b: 30})
+    assert r.latestOffset(offsets(24, 12), ReadAllAvailable()) == offsets(30, 30)
+    # availableNow: never held back, everything up to the offsets at its start, in capped steps
+    r = reader(minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="20")
+    r.prepareForTriggerAvailableNow()
+    ends.update({a: 50, b: 50})  # written after the run started: not read
+    steps = [offsets(0, 0)]
+    while len(steps) < 10:
+        steps.append(r.latestOffset(steps[-1], r.getDefaultReadLimit()))
+        if steps[-1] == steps[-2]:
+            break
+    assert steps == [
+        offsets(0, 0),
+        offsets(10, 10),
+        offsets(20, 20),
+        offsets(30, 30),
+        offsets(30, 30),
+    ]

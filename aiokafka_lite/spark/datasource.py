@@ -223,6 +223,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available: JsonOffsets | None = None
         self._log_starts: dict[TopicPartition, int] = {}
         self._last_trigger_ms = float("-inf")
+        self._clock = time.monotonic  # seconds; for maxTriggerDelay
 
     def _bounds(self) -> dict[TopicPartition, tuple[int, int]]:
         """``{tp: (log start, end)}`` of every partition the options name, right now."""
@@ -280,7 +281,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _hold_back(self, new_offsets: int, min_rows: int) -> bool:
         """True when a micro-batch must wait for more offsets (``minOffsetsPerTrigger``)."""
-        now = time.monotonic() * 1000
+        now = self._clock() * 1000
         if now - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
             self._last_trigger_ms = now  # maxTriggerDelay passed (or the first batch): go
             return False
