@@ -338,7 +338,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if isinstance(limit, ReadMaxRows)
             else self.options.max_offsets_per_trigger
         )
-        if min_rows and self._target is None:
+        if min_rows and self._target is None and not (gone or reset):  # loss: move past it
             new = sum(max(0, latest[tp] - full_start[tp]) for tp in latest)
             if self._hold_back(new, min_rows):
                 log.debug(
