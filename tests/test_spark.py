@@ -6,6 +6,7 @@ otherwise. One Spark session serves every test of the run (startup is the slow p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -185,6 +186,8 @@ async def test_streaming_available_now_rate_limit_and_restart(
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", "20")
+            # never reached, and not waited for: an availableNow run reads everything and ends
+            .option("minOffsetsPerTrigger", "1000")
             .load()
         )
         query = (
@@ -339,11 +342,7 @@ def test_options_are_validated():
     assert opts.client == {"acks": -1, "max_batch_size": 1000, "compression_type": None}
     from aiokafka_lite.spark._offsets import check_client_options
 
-    check_client_options(opts)
-    with pytest.raises(errors.IllegalArgumentError, match=r"kafka\.lingerr\.ms"):
-        check_client_options(
-            parse_options({"kafka.bootstrap.servers": "h:1", "kafka.lingerr.ms": "5"})
-        )
+    assert check_client_options(opts) == []
     assert opts.starting == {"t": {0: 5}}
 
 
@@ -389,3 +388,517 @@ def test_spark_option_forms_are_parsed():
     }
     with pytest.raises(errors.IllegalArgumentError, match="jaas"):
         parse_options({**base, "kafka.sasl.jaas.config": "nonsense"})
+
+
+def test_unknown_options_warn_with_the_closest_name(caplog):
+    """An unknown option is not an error (Spark ignores it too) but a warning in the driver's
+    log naming the closest known option; Spark's options are case-insensitive."""
+    from aiokafka_lite.spark._offsets import check_client_options
+    from aiokafka_lite.spark._options import option_warnings
+    from aiokafka_lite.spark.datasource import KafkaDataSource
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert (
+        option_warnings(
+            {**base, "STARTINGOFFSETS": "earliest", "groupIdPrefix": "p", "kafka.group.id": "g"},
+            streaming=False,
+            read=True,
+        )
+        == []
+    )
+    assert (
+        option_warnings(
+            {**base, "checkpointLocation": "/c", "queryName": "q"}, streaming=True, read=False
+        )
+        == []
+    )  # what Spark adds to a streaming sink's options
+    got = option_warnings(
+        {**base, "startingOffsetByTimestamp": "{}", "whatever": "1"}, streaming=False, read=True
+    )
+    assert got == [
+        "unknown option 'startingoffsetbytimestamp' is ignored: "
+        "did you mean startingOffsetsByTimestamp?",
+        "unknown option 'whatever' is ignored",
+    ]
+    # streaming-only options on a batch read: Spark's connector's own warnings
+    assert option_warnings(
+        {**base, "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "1", "maxTriggerDelay": "1s"},
+        streaming=False,
+        read=True,
+    ) == [
+        "maxOffsetsPerTrigger option ignored in batch queries",
+        "minOffsetsPerTrigger option ignored in batch queries",
+        "maxTriggerDelay option ignored in batch queries",
+    ]
+    # kafka.* names are checked against the clients' settings (in Java spelling)
+    opts = parse_options({**base, "kafka.lingerr.ms": "5", "kafka.zzz.yyy": "1"})
+    assert check_client_options(opts) == [
+        "unknown Kafka client option 'kafka.lingerr.ms' is ignored: did you mean kafka.linger.ms?",
+        "unknown Kafka client option 'kafka.zzz.yyy' is ignored",
+    ]
+    # ... and both reach the log when Spark asks the data source for a reader
+    source = KafkaDataSource({**base, "subscribepatern": "x", "kafka.bach.size": "10"})
+    with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
+        source.reader(None)  # type: ignore[arg-type]
+    logged = [r.getMessage() for r in caplog.records if r.name == "aiokafka_lite.spark"]
+    assert any("did you mean subscribePattern?" in m for m in logged), logged
+    assert any("did you mean kafka.batch.size?" in m for m in logged), logged
+    # Java key/trust stores and Kerberos stay refused: TLS/SASL would fail later, less clearly
+    for name in ("kafka.ssl.truststore.location", "kafka.sasl.kerberos.service.name"):
+        with pytest.raises(errors.IllegalArgumentError, match="not supported"):
+            parse_options({**base, name: "x"})
+
+
+def test_streaming_and_split_options_are_parsed():
+    base = {"kafka.bootstrap.servers": "h:1"}
+    opts = parse_options(base, streaming=True)
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (None, 15 * 60_000)
+    assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms) == (3, 10)
+    opts = parse_options(
+        {
+            **base,
+            "minOffsetsPerTrigger": "100",
+            "maxTriggerDelay": "30s",
+            "maxRecordsPerPartition": "1000",
+            "fetchOffset.numRetries": "5",
+            "fetchOffset.retryIntervalMs": "0",
+        },
+        streaming=True,
+    )
+    assert opts.min_offsets_per_trigger == 100 and opts.max_trigger_delay_ms == 30_000
+    assert opts.max_records_per_partition == 1000
+    assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms) == (5, 0)
+    for text, ms in (("250", 250), ("100ms", 100), ("2 min", 120_000), ("1h", 3_600_000)):
+        assert parse_options({**base, "maxTriggerDelay": text}).max_trigger_delay_ms == ms
+    with pytest.raises(errors.IllegalArgumentError, match=r"maxTriggerDelay.*\(ms\)"):
+        parse_options({**base, "maxTriggerDelay": "soon"})
+    for name in (
+        "minPartitions",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxRecordsPerPartition",
+        "fetchOffset.numRetries",
+        "kafkaConsumer.pollTimeoutMs",
+    ):
+        with pytest.raises(errors.IllegalArgumentError, match=f": {name} must be positive"):
+            parse_options({**base, name: "0"})
+    with pytest.raises(errors.IllegalArgumentError, match="must not be negative"):
+        parse_options({**base, "fetchOffset.retryIntervalMs": "-1"})
+
+
+def test_split_ranges_like_spark():
+    """minPartitions / maxRecordsPerPartition cut ranges where Spark's connector cuts them
+    (the (5, None) and (8, 10) cases are what Spark 4.2's connector planned for a batch read of
+    the same offsets)."""
+    from aiokafka_lite.spark._offsets import OffsetRange, split_ranges
+
+    ranges = [OffsetRange("t", 0, 0, 25), OffsetRange("t", 1, 0, 7), OffsetRange("t", 2, 0, 2)]
+
+    def cut(min_partitions: int | None, max_records: int | None) -> list[tuple[int, int, int]]:
+        return [
+            (r.partition, r.start, r.end) for r in split_ranges(ranges, min_partitions, max_records)
+        ]
+
+    assert cut(None, None) == [(0, 0, 25), (1, 0, 7), (2, 0, 2)]
+    assert cut(5, None) == [(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7), (2, 0, 2)]
+    # a range whose share rounds to one piece stays whole; the others share the rest
+    assert cut(8, None) == [
+        *[(0, s, s + 5) for s in range(0, 25, 5)],
+        (1, 0, 3),
+        (1, 3, 7),
+        (2, 0, 2),
+    ]
+    assert cut(8, 10) == [
+        *[(0, s, s + 4) for s in range(0, 20, 4)],
+        (0, 20, 25),
+        (1, 0, 3),
+        (1, 3, 7),
+        (2, 0, 2),
+    ]
+    assert cut(None, 10) == [(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7), (2, 0, 2)]
+    assert cut(None, 25) == cut(None, None)
+    # both: maxRecordsPerPartition first, then minPartitions if there are still too few
+    assert all(r[2] - r[1] <= 7 for r in cut(2, 7)) and len(cut(2, 7)) == 6
+    assert len(cut(12, 10)) >= 12 and all(r[2] - r[1] <= 10 for r in cut(12, 10))
+
+
+def test_offsets_are_fetched_again_while_they_look_wrong(monkeypatch):
+    """fetchOffset.numRetries / retryIntervalMs: a partition whose end is below the offset the
+    query already reached is asked again (Spark's "incorrect offsets" retry) before it counts
+    as data loss."""
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    tp = TopicPartition("t", 0)
+    opts = parse_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "t",
+            "fetchOffset.numRetries": "4",
+            "fetchOffset.retryIntervalMs": "1",
+        },
+        streaming=True,
+    )
+    reader = KafkaStreamReader(opts)
+    answers = [{tp: (0, 3)}, {tp: (0, 3)}, {tp: (0, 12)}]
+    calls = []
+    monkeypatch.setattr(reader, "_bounds", lambda: calls.append(1) or answers[len(calls) - 1])
+    assert reader._checked_bounds({tp: 10}) == {tp: (0, 12)} and len(calls) == 3
+    calls.clear()
+    answers[:] = [{tp: (0, 3)}] * 4
+    assert reader._checked_bounds({tp: 10}) == {tp: (0, 3)} and len(calls) == 4
+
+
+def _wait_until(predicate: Any, timeout: float, query: Any, what: str) -> None:
+    """Poll ``predicate`` until true; fail after ``timeout`` s or when ``query`` died."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert query.isActive, f"the query stopped while waiting for {what}: {query.exception()}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout:g} s"
+        time.sleep(0.1)
+
+
+async def test_max_records_per_partition_splits_tasks(spark, kafka_bootstrap, new_topic, tmp_path):
+    """maxRecordsPerPartition: no Spark task reads more offsets than that, batch and streaming."""
+    topic = await new_topic(partitions=2)
+    await _produce(
+        kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=int(i >= 25)) for i in range(32)]
+    )
+
+    def spans(df: Any) -> list[tuple[int, int, int]]:
+        tasks = df.select("partition", "offset").rdd.glom().collect()
+        return sorted((t[0][0], t[0][1], t[-1][1] + 1) for t in tasks if t)
+
+    want = [(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7)]  # 25 offsets: three tasks of <= 10
+    assert (
+        spans(_reader(spark, kafka_bootstrap, subscribe=topic, maxRecordsPerPartition="10")) == want
+    )
+    got: list[list[tuple[int, int, int]]] = []
+    query = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxRecordsPerPartition", "10")
+        .load()
+        .writeStream.foreachBatch(lambda df, _: got.append(spans(df)))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the availableNow query did not finish"
+    assert query.exception() is None
+    assert [s for s in got if s] == [want]
+
+
+async def test_streaming_min_offsets_per_trigger_and_max_trigger_delay(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """minOffsetsPerTrigger holds a micro-batch back until enough new offsets are available
+    (across partitions), unless maxTriggerDelay passed since the previous batch. As in Spark's
+    source, the query's first batch is never held back."""
+    topic = await new_topic(partitions=2)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"a", partition=i % 2) for i in range(5)])
+    batches: list[tuple[float, list[tuple[int, int]]]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        if rows:
+            batches.append((time.monotonic(), rows))
+
+    query = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("minOffsetsPerTrigger", "10")
+        .option("maxTriggerDelay", "10s")
+        .load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        _wait_until(lambda: len(batches) >= 1, 120, query, "first micro-batch")
+        assert len(batches[0][1]) == 5
+        # 4 new offsets are too few; 4 + 6 are enough: one micro-batch holds all ten
+        await _produce(kafka_bootstrap, topic, [dict(value=b"b", partition=0) for _ in range(4)])
+        enough_from = time.monotonic()
+        await _produce(kafka_bootstrap, topic, [dict(value=b"c", partition=1) for _ in range(6)])
+        _wait_until(lambda: len(batches) >= 2, 60, query, "second micro-batch")
+        assert batches[1][1] == [(0, o) for o in range(3, 7)] + [(1, o) for o in range(2, 8)]
+        # 3 never reach the minimum: they are read once maxTriggerDelay passed since batch 2
+        # (which started after ``enough_from``)
+        await _produce(kafka_bootstrap, topic, [dict(value=b"d", partition=0) for _ in range(3)])
+        _wait_until(lambda: len(batches) >= 3, 60, query, "third micro-batch")
+        assert batches[2][1] == [(0, o) for o in range(7, 10)]
+        assert batches[2][0] - enough_from >= 10
+    finally:
+        query.stop()
+
+
+def _available_now(spark: Any, bootstrap: str, topic: str, ckpt: Any, **options: str) -> Any:
+    """Run an availableNow query from ``ckpt``: ``(rows as (partition, offset), exception)``."""
+    rows: list[tuple[int, int]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        rows.extend(
+            sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        )
+
+    r = (
+        spark.readStream.format("aiokafka_lite")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in options.items():
+        r = r.option(k, v)
+    query = (
+        r.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish"
+    except pyspark.errors.StreamingQueryException as exc:
+        return rows, exc
+    return rows, query.exception()
+
+
+@pytest.mark.skip_broker("tansu", reason="DeleteRecords makes Tansu panic and drop the connection")
+async def test_streaming_fail_on_data_loss_deleted_records(
+    spark, kafka_bootstrap, new_topic, tmp_path, caplog
+):
+    """Records deleted after a micro-batch and before the next one read them: the query fails
+    naming the partition and the offsets lost, or with failOnDataLoss=false skips them (a
+    warning) and goes on with the rest."""
+    from aiokafka_lite.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(10)])
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is None and rows == [(0, o) for o in range(10)]
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(10, 20)])
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(15)})
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # the same checkpoint for both settings
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is not None and rows == []
+    assert f"{topic}-0: offsets [10, 15) were deleted" in str(exc), exc
+    assert "failOnDataLoss" in str(exc)
+    rows, exc = _available_now(
+        spark, kafka_bootstrap, topic, tmp_path / "b", failOnDataLoss="false"
+    )
+    assert exc is None and rows == [(0, o) for o in range(15, 20)]
+    # the warning, planning in this process
+    options = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic}
+    reader = KafkaStreamReader(
+        parse_options({**options, "failOnDataLoss": "false"}, streaming=True)
+    )
+    with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
+        planned = reader.partitions({topic: {"0": 10}}, {topic: {"0": 20}})
+    assert [(p.range.start, p.range.end) for p in planned] == [(15, 20)]  # type: ignore[attr-defined]
+    assert any(f"{topic}-0: offsets [10, 15) were deleted" in m for m in caplog.messages)
+
+
+async def test_streaming_fail_on_data_loss_topic_recreated(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """The topic deleted and re-created between micro-batches (its offsets went back): the query
+    fails naming the partition and the offsets, or with failOnDataLoss=false reads the new
+    topic from its start."""
+    from aiokafka_lite.admin import AIOKafkaAdminClient
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"old") for _ in range(10)])
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is None and len(rows) == 10
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.delete_topics([topic])
+        deadline = time.monotonic() + 60  # Apache Kafka deletes asynchronously
+        while True:
+            try:
+                await new_topic(partitions=1, name=topic)
+                break
+            except RuntimeError:  # TOPIC_ALREADY_EXISTS while the deletion completes
+                assert time.monotonic() < deadline, f"{topic} could not be re-created in 60 s"
+                await asyncio.sleep(0.2)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"new") for _ in range(3)])
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    rows, exc = _available_now(spark, kafka_bootstrap, topic, tmp_path / "a")
+    assert exc is not None and rows == []
+    assert f"{topic}-0: the offset went back from 10 to 3" in str(exc), exc
+    rows, exc = _available_now(
+        spark, kafka_bootstrap, topic, tmp_path / "b", failOnDataLoss="false"
+    )
+    assert exc is None and rows == [(0, 0), (0, 1), (0, 2)]
+
+
+async def test_streaming_deleted_partitions_are_data_loss(kafka_bootstrap, new_topic, caplog):
+    """A partition the checkpoint has that no longer exists (its topic deleted): planning the
+    next micro-batch fails, or with failOnDataLoss=false drops it with a warning."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    topic = await new_topic(partitions=1)
+    gone = topic + "-gone"  # never created: what a deleted topic looks like
+    base = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": f"{topic},{gone}"}
+    start = {topic: {"0": 0}, gone: {"0": 7}}
+    strict = KafkaStreamReader(parse_options(base, streaming=True))
+    with pytest.raises(errors.IllegalStateError, match=f"partitions {gone}-0 have been deleted"):
+        strict.latestOffset(start, ReadAllAvailable())
+    lenient = KafkaStreamReader(parse_options({**base, "failOnDataLoss": "false"}, streaming=True))
+    with caplog.at_level("WARNING", logger="aiokafka_lite.spark"):
+        assert lenient.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 0}}
+    assert any(f"partitions {gone}-0 have been deleted" in m for m in caplog.messages)
+
+
+async def test_poll_timeout_bounds_a_stalled_read(kafka_bootstrap, new_topic):
+    """kafkaConsumer.pollTimeoutMs: a task that gets no records for that long fails (here a
+    range planned past the end of the partition) instead of waiting forever."""
+    from aiokafka_lite import sync
+    from aiokafka_lite.spark._io import read_range
+    from aiokafka_lite.spark._offsets import OffsetRange
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(3)])
+    opts = parse_options(
+        {"kafka.bootstrap.servers": kafka_bootstrap, "kafkaConsumer.pollTimeoutMs": "1500"}
+    )
+    rows: list[int] = []
+
+    def read() -> None:
+        for batch in sync.iterate(lambda: read_range(opts, OffsetRange(topic, 0, 0, 5))):
+            rows.extend(batch.column("offset").to_pylist())
+
+    started = time.monotonic()
+    with pytest.raises(errors.KafkaTimeoutError, match=r"kafkaConsumer\.pollTimeoutMs=1500"):
+        await asyncio.to_thread(read)
+    assert 1.5 <= time.monotonic() - started < 30
+
+
+@pytest.mark.skip_broker("tansu", reason="DeleteRecords makes Tansu panic and drop the connection")
+async def test_read_task_data_loss(kafka_bootstrap, new_topic):
+    """A task whose records vanished after planning (deleted, or the partition now ends before
+    them): fails naming the partition and offsets, or with failOnDataLoss=false reads what is
+    left."""
+    from aiokafka_lite import sync
+    from aiokafka_lite.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka_lite.spark._io import read_range
+    from aiokafka_lite.spark._offsets import OffsetRange
+
+    topic = await new_topic(partitions=1)
+    await _produce(kafka_bootstrap, topic, [dict(value=b"%d" % i) for i in range(10)])
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(4)})
+
+    def read(start: int, end: int, **options: str) -> list[int]:
+        opts = parse_options({"kafka.bootstrap.servers": kafka_bootstrap, **options})
+        rng = OffsetRange(topic, 0, start, end)
+        return [
+            o
+            for batch in sync.iterate(lambda: read_range(opts, rng), item_timeout=60)
+            for o in batch.column("offset").to_pylist()
+        ]
+
+    with pytest.raises(
+        errors.IllegalStateError, match=rf"{topic}-0: offsets \[1, 4\) were deleted"
+    ):
+        await asyncio.to_thread(read, 1, 8)
+    assert await asyncio.to_thread(read, 1, 8, failOnDataLoss="false") == [4, 5, 6, 7]
+    with pytest.raises(errors.IllegalStateError, match=rf"{topic}-0: offsets \[12, 15\) are past"):
+        await asyncio.to_thread(read, 12, 15)
+    assert await asyncio.to_thread(read, 12, 15, failOnDataLoss="false") == []
+
+
+def test_refusals_are_worded_as_spark_words_them():
+    """The texts of Spark's connector for the same refusals (our option names added)."""
+    base = {"kafka.bootstrap.servers": "h:1"}
+    cases = [
+        ({}, False, "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka"),
+        ({**base, "startingOffsets": "latest"}, False, "starting offset can't be latest for batch"),
+        ({**base, "endingOffsets": "earliest"}, False, "ending offset can't be earliest for batch"),
+        ({**base, "startingOffsets": '{"t": {"0": -1}}'}, False, "Starting offset not allowed"),
+        ({**base, "endingOffsets": '{"t": {"0": -2}}'}, False, "Ending offset not allowed"),
+        ({**base, "endingOffsets": "latest"}, True, "ending offset not valid in streaming"),
+        ({**base, "endingTimestamp": "1"}, True, "ending timestamp not valid in streaming"),
+        ({**base, "minPartitions": "0"}, False, "minPartitions must be positive"),
+        (
+            {**base, "kafka.key.deserializer": "x"},
+            False,
+            "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+            "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize "
+            "the keys.",
+        ),
+    ]
+    for options, streaming, text in cases:
+        with pytest.raises(errors.IllegalArgumentError) as info:
+            parse_options(options, streaming=streaming)
+        assert text in str(info.value), (options, str(info.value))
+
+
+def test_admission_control_follows_sparks_read_limits(monkeypatch):
+    """latestOffset's decisions with minOffsetsPerTrigger + maxOffsetsPerTrigger set (Spark's
+    composite limit), on a fake clock and fake partition ends."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    from aiokafka_lite.spark.datasource import KafkaStreamReader
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    ends = {a: 3, b: 2}
+    now = [100.0]
+    monkeypatch.setattr(
+        KafkaStreamReader, "_bounds", lambda self: {tp: (0, e) for tp, e in ends.items()}
+    )
+
+    def reader(**options: str) -> KafkaStreamReader:
+        opts = {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxTriggerDelay": "1m"}
+        r = KafkaStreamReader(parse_options({**opts, **options}, streaming=True))
+        r._clock = lambda: now[0]
+        return r
+
+    def offsets(x: int, y: int) -> dict[str, dict[str, int]]:
+        return {"t": {"0": x, "1": y}}
+
+    assert reader(minOffsetsPerTrigger="10").getDefaultReadLimit() == ReadMinRows(10)
+    r = reader(minOffsetsPerTrigger="10", maxOffsetsPerTrigger="15")
+    limit = r.getDefaultReadLimit()
+    assert limit == ReadMaxRows(15)
+    # the first batch of a run is never held back (5 < 10)
+    assert r.latestOffset(offsets(0, 0), limit) == offsets(3, 2)
+    ends.update({a: 9, b: 5})  # 9 new offsets: held back, the same offsets come back
+    now[0] += 30
+    assert r.latestOffset(offsets(3, 2), limit) == offsets(3, 2)
+    ends.update({a: 23, b: 12})  # 30 new: admitted, capped at 15 in proportion (20:10)
+    assert r.latestOffset(offsets(3, 2), limit) == offsets(13, 7)
+    ends.update({a: 24, b: 12})  # 16 new: admitted, the cap applies again
+    assert r.latestOffset(offsets(13, 7), limit) == offsets(24, 11)
+    assert r.latestOffset(offsets(24, 11), limit) == offsets(24, 11)  # 1 new: held back
+    now[0] += 59
+    assert r.latestOffset(offsets(24, 11), limit) == offsets(24, 11)
+    now[0] += 1  # maxTriggerDelay since the last batch: admitted though below the minimum
+    assert r.latestOffset(offsets(24, 11), limit) == offsets(24, 12)
+    # the engine's ReadAllAvailable wins over the options
+    ends.update({a: 30, b: 30})
+    assert r.latestOffset(offsets(24, 12), ReadAllAvailable()) == offsets(30, 30)
+    # availableNow: never held back, everything up to the offsets at its start, in capped steps
+    r = reader(minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="20")
+    r.prepareForTriggerAvailableNow()
+    ends.update({a: 50, b: 50})  # written after the run started: not read
+    steps = [offsets(0, 0)]
+    while len(steps) < 10:
+        steps.append(r.latestOffset(steps[-1], r.getDefaultReadLimit()))
+        if steps[-1] == steps[-2]:
+            break
+    assert steps == [
+        offsets(0, 0),
+        offsets(10, 10),
+        offsets(20, 20),
+        offsets(30, 30),
+        offsets(30, 30),
+    ]

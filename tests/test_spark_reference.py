@@ -255,12 +255,17 @@ async def test_default_partitioner_matches_java(spark, kafka_bootstrap, new_topi
 
 
 async def test_spark_style_client_options(spark, broker, kafka_bootstrap, new_topic):
-    """Options written for Spark's connector work unchanged: kafka.group.id, SASL via JAAS."""
+    """Options written for Spark's connector work unchanged: kafka.group.id, groupIdPrefix,
+    unknown names (ignored), SASL via JAAS."""
     topic = await new_topic(partitions=2)
     await _produce(
         kafka_bootstrap, topic, [dict(value=b"%d" % i, partition=i % 2) for i in range(10)]
     )
     ref, ours = _both(spark, kafka_bootstrap, subscribe=topic, **{"kafka.group.id": "spark-app"})
+    assert len(ref) == 10 and ours == ref
+    # groupIdPrefix (unused by both here) and unknown names: ignored by both (ours warns)
+    unknown = {"groupIdPrefix": "app", "startingOffsetByTimestamp": "{}", "kafka.lingerr.ms": "5"}
+    ref, ours = _both(spark, kafka_bootstrap, subscribe=topic, **unknown)
     assert len(ref) == 10 and ours == ref
     if broker.sasl_bootstrap is None:
         pytest.skip(f"[{broker.kind}] no SASL listener")
@@ -433,3 +438,49 @@ async def test_log_append_time_reads_identically(spark, broker, kafka_bootstrap,
         pytest.skip(f"[{broker.kind}] the topic config message.timestamp.type is not honoured")
     assert [r[6] for r in ref] == [1] * 5
     assert ours == ref
+
+
+def _spans(df: Any) -> list[tuple[int, int, int]]:
+    """(partition, first offset, end offset) of each Spark task's rows."""
+    tasks = df.select("partition", "offset").rdd.glom().collect()
+    return sorted((t[0][0], t[0][1], t[-1][1] + 1) for t in tasks if t)
+
+
+async def test_task_split_is_identical(spark, kafka_bootstrap, new_topic, tmp_path):
+    """minPartitions and maxRecordsPerPartition cut the offset ranges into the same Spark tasks
+    (batch; and streaming, where Spark's connector applies maxRecordsPerPartition alone too)."""
+    topic = await new_topic(partitions=3)
+    await _produce(
+        kafka_bootstrap,
+        topic,
+        [dict(value=b"%d" % i, partition=0 if i < 25 else 1 if i < 32 else 2) for i in range(34)],
+    )
+    for options in (
+        {"minPartitions": "5"},
+        {"minPartitions": "8"},
+        {"minPartitions": "8", "maxRecordsPerPartition": "10"},
+    ):
+        ref, ours = (
+            _spans(_load(spark, fmt, kafka_bootstrap, subscribe=topic, **options))
+            for fmt in FORMATS
+        )
+        assert ours == ref, options
+    got: dict[str, list[list[tuple[int, int, int]]]] = {fmt: [] for fmt in FORMATS}
+    for fmt in FORMATS:
+        query = (
+            spark.readStream.format(fmt)
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxRecordsPerPartition", "10")
+            .load()
+            .writeStream.foreachBatch(lambda df, _, fmt=fmt: got[fmt].append(_spans(df)))
+            .option("checkpointLocation", str(tmp_path / fmt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180), f"{fmt}: the availableNow query did not finish"
+        assert query.exception() is None
+    ref = [s for s in got["kafka"] if s]
+    assert ref == [[(0, 0, 8), (0, 8, 16), (0, 16, 25), (1, 0, 7), (2, 0, 2)]]
+    assert [s for s in got["aiokafka_lite"] if s] == ref

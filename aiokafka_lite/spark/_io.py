@@ -18,7 +18,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer
 from aiokafka_lite.producer import AIOKafkaProducer
-from aiokafka_lite.spark._offsets import OffsetRange, client_kwargs
+from aiokafka_lite.spark._offsets import OffsetRange, client_kwargs, report_data_loss
 from aiokafka_lite.spark._options import KafkaOptions
 from aiokafka_lite.structs import TopicPartition
 
@@ -130,9 +130,10 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Arrow record batches.
 
     Offsets missing inside the range (compaction, transaction markers) are skipped. Raises
-    ``OffsetOutOfRangeError`` when the range start was deleted and ``failOnDataLoss`` is on
-    (else reading resumes at the log start), and ``KafkaTimeoutError`` when no progress is made
-    for ``kafkaConsumer.pollTimeoutMs``.
+    ``IllegalStateError`` when records of the range were deleted before they were read, or the
+    partition now ends before them, and ``failOnDataLoss`` is on (else logs a warning and reads
+    on from the log start, or stops), and
+    ``KafkaTimeoutError`` when no progress is made for ``kafkaConsumer.pollTimeoutMs``.
     """
     if rng.size <= 0:
         return
@@ -159,7 +160,7 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
                     tp, timeout_ms=min(1000, options.poll_timeout_ms), max_records=_POLL_RECORDS
                 )
             except Errors.OffsetOutOfRangeError:
-                position = await _after_data_loss(consumer, tp, position, options)
+                position = await _after_data_loss(consumer, tp, position, rng.end, options)
                 continue
             records = batch.get(tp)
             if records:
@@ -185,16 +186,25 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
 
 
 async def _after_data_loss(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, position: int, options: KafkaOptions
+    consumer: AIOKafkaConsumer, tp: TopicPartition, position: int, end: int, options: KafkaOptions
 ) -> int:
     earliest = (await consumer.beginning_offsets([tp]))[tp]
-    if options.fail_on_data_loss or earliest <= position:
-        raise Errors.OffsetOutOfRangeError(
-            f"{tp}: offset {position} is no longer available (log start is {earliest}); "
-            "records were deleted before they were read. Set failOnDataLoss=false to skip them."
+    name = f"{tp.topic}-{tp.partition}"
+    if earliest <= position:  # out of range above the log end: the partition was truncated
+        report_data_loss(
+            options,
+            f"{name}: offsets [{position}, {end}) are past the end of the partition (log start "
+            f"{earliest}): the topic was deleted and re-created, or records were lost on the broker",
         )
-    consumer.seek(tp, earliest)
-    return earliest
+        return end
+    skip_to = min(earliest, end)
+    report_data_loss(
+        options,
+        f"{name}: offsets [{position}, {skip_to}) were deleted before they were read "
+        f"(log start is now {earliest})",
+    )
+    consumer.seek(tp, skip_to)
+    return skip_to
 
 
 def _as_bytes(col: pa.Array | pa.ChunkedArray, name: str) -> list[bytes | None]:

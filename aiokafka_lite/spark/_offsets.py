@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+import math
 import re
 import ssl
 from dataclasses import dataclass
@@ -35,8 +37,11 @@ __all__ = [
     "check_client_options",
     "client_kwargs",
     "plan_batch",
+    "report_data_loss",
     "split_ranges",
 ]
+
+log = logging.getLogger("aiokafka_lite.spark")
 
 #: How long planning may retry retriable errors (leader changes, metadata not ready).
 _PLAN_TIMEOUT_S = 30.0
@@ -76,18 +81,49 @@ def _ssl_context(client: dict[str, Any]) -> ssl.SSLContext | None:
     return ctx
 
 
-def check_client_options(options: KafkaOptions) -> None:
-    """Refuse ``kafka.*`` options no client understands (a typo would otherwise be ignored)."""
+def report_data_loss(options: KafkaOptions, what: str) -> None:
+    """Records the query should have read are gone (``what`` says which): raise
+    ``IllegalStateError`` when ``failOnDataLoss`` is on (the default), else log a warning."""
+    if options.fail_on_data_loss:
+        raise Errors.IllegalStateError(
+            f"{what}. Some data may have been lost: it is no longer in Kafka (aged out or "
+            "deleted, or the topic was deleted). Set the option failOnDataLoss=false to skip it "
+            "and go on."
+        )
+    log.warning("%s; failOnDataLoss=false: skipped, reading goes on", what)
+
+
+def _renamed_back() -> dict[str, str]:
+    from aiokafka_lite.spark._options import _RENAMED
+
+    return {kwarg: java for java, kwarg in _RENAMED.items()}
+
+
+def check_client_options(options: KafkaOptions) -> list[str]:
+    """Warnings for ``kafka.*`` options no client understands (a typo would otherwise do
+    nothing): each names the closest known Kafka client setting when one is close."""
     from aiokafka_lite.consumer import AIOKafkaConsumer
     from aiokafka_lite.producer import AIOKafkaProducer
+    from aiokafka_lite.spark._options import closest
 
     known = set(SSL_OPTIONS)
     for cls in (KafkaClient, AIOKafkaConsumer, AIOKafkaProducer):
         known.update(inspect.signature(cls).parameters)
-    unknown = sorted(k for k in options.client if k not in known)
-    if unknown:
-        names = ", ".join("kafka." + k.replace("_", ".") for k in unknown)
-        raise Errors.IllegalArgumentError(f"unknown Kafka option(s): {names}")
+    back = _renamed_back()
+
+    def java(kwarg: str) -> str:
+        return back.get(kwarg, kwarg.replace("_", "."))
+
+    java_names = sorted({java(k) for k in known} | {"bootstrap.servers", "group.id"})
+    out = []
+    for kwarg in sorted(k for k in options.client if k not in known):
+        name = java(kwarg)
+        hint = closest(name, java_names)
+        out.append(
+            f"unknown Kafka client option 'kafka.{name}' is ignored"
+            + (f": did you mean kafka.{hint}?" if hint else "")
+        )
+    return out
 
 
 def client_kwargs(target: Any, options: KafkaOptions, **extra: Any) -> dict[str, Any]:
@@ -240,24 +276,51 @@ class PlanningClient:
         return out
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Split the largest ranges until there are at least ``min_partitions`` (as Spark's option)."""
+def _divide(r: OffsetRange, pieces: int) -> list[OffsetRange]:
+    """``r`` cut into ``pieces`` consecutive ranges; later pieces take the remainder (as Spark)."""
+    out = []
+    start, left = r.start, r.size
+    for i in range(pieces):
+        size = left // (pieces - i)
+        out.append(OffsetRange(r.topic, r.partition, start, start + size))
+        start += size
+        left -= size
+    return out
+
+
+def _round_half_up(x: float) -> int:
+    return math.floor(x + 0.5)
+
+
+def split_ranges(
+    ranges: list[OffsetRange],
+    min_partitions: int | None,
+    max_records: int | None = None,
+) -> list[OffsetRange]:
+    """Spark's task split: ``maxRecordsPerPartition`` cuts every range into pieces of at most
+    that many offsets; then, while there are fewer than ``minPartitions`` ranges, the big ones
+    are cut further in proportion to their size (a range whose share rounds to one piece stays
+    whole and the others share what is left). Empty ranges are dropped."""
     out = [r for r in ranges if r.size > 0]
+    if max_records:
+        out = [p for r in out for p in _divide(r, -(-r.size // max_records))]
     if not min_partitions or len(out) >= min_partitions:
         return out
     total = sum(r.size for r in out)
-    if total == 0:
-        return out
+    whole = {
+        (r.topic, r.partition)
+        for r in out
+        if max(_round_half_up(r.size / total * min_partitions), 1) == 1
+    }
+    rest = total - sum(r.size for r in out if (r.topic, r.partition) in whole)
+    rest_min = max(min_partitions - len([r for r in out if (r.topic, r.partition) in whole]), 1)
     result: list[OffsetRange] = []
     for r in out:
-        pieces = max(1, min(r.size, round(min_partitions * r.size / total)))
-        step, extra = divmod(r.size, pieces)
-        start = r.start
-        for i in range(pieces):
-            end = start + step + (1 if i < extra else 0)
-            result.append(OffsetRange(r.topic, r.partition, start, end))
-            start = end
-    return result
+        if (r.topic, r.partition) in whole:
+            result.append(r)
+        else:
+            result.extend(_divide(r, max(_round_half_up(r.size / rest * rest_min), 1)))
+    return [r for r in result if r.size > 0]
 
 
 async def plan_batch(options: KafkaOptions) -> list[OffsetRange]:
@@ -272,13 +335,13 @@ async def plan_batch(options: KafkaOptions) -> list[OffsetRange]:
         lo, hi = bounds[tp]
         start, end = starts[tp], ends[tp]
         if start < lo:
-            if options.fail_on_data_loss:
-                raise Errors.OffsetOutOfRangeError(
-                    f"{tp}: startingOffsets {start} is before the log start {lo} (records were deleted); "
-                    "set failOnDataLoss=false to read from the log start instead"
-                )
+            report_data_loss(
+                options,
+                f"{tp.topic}-{tp.partition}: startingOffsets {start} is before the log start "
+                f"{lo} (offsets [{start}, {lo}) were deleted)",
+            )
             start = lo
         end = min(end, hi)
         if end > start:
             ranges.append(OffsetRange(tp.topic, tp.partition, start, end))
-    return split_ranges(ranges, options.min_partitions)
+    return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)

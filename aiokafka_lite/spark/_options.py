@@ -13,26 +13,35 @@ lower case; they are matched case-insensitively here too):
   ``{"topic": {"0": ms}}``). As in Spark, a global timestamp wins over the per-partition JSON,
   which wins over the offsets; a starting timestamp no record reaches fails the query unless
   ``startingOffsetsByTimestampStrategy`` is ``latest``; an ending one means the end.
-* ``maxOffsetsPerTrigger``, ``minPartitions``, ``includeHeaders``, ``failOnDataLoss``,
-  ``kafkaConsumer.pollTimeoutMs``.
+* ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` + ``maxTriggerDelay`` (streaming
+  admission), ``minPartitions`` / ``maxRecordsPerPartition`` (task splitting),
+  ``includeHeaders``, ``failOnDataLoss``, ``kafkaConsumer.pollTimeoutMs``,
+  ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs`` (planning retries);
+  ``groupIdPrefix`` is accepted and unused (no consumer group is ever joined).
 * ``topic`` for writes (else a ``topic`` column per row).
 * ``kafka.<java.config.name>``: passed to the producer/consumer as the keyword argument of the
   same meaning (``kafka.compression.type`` -> ``compression_type``, ``kafka.batch.size`` ->
   ``max_batch_size``, ...). Numbers and ``true``/``false`` are converted. Options that would
   ``kafka.ssl.cafile`` / ``certfile`` / ``keyfile`` / ``password`` (PEM files, read where the
   client is created) make the TLS context. ``kafka.sasl.jaas.config`` of Kafka's
-  ``PlainLoginModule`` / ``ScramLoginModule`` gives the SASL user and password. Unknown names
-  are refused. Options that would break the data source's own offset handling
+  ``PlainLoginModule`` / ``ScramLoginModule`` gives the SASL user and password. Java key and
+  trust stores (``kafka.ssl.keystore.*``, ``kafka.ssl.truststore.*``) and Kerberos
+  (``kafka.sasl.kerberos.*``) are refused. Options that would break the data source's own offset handling
   (``auto.offset.reset``, ``enable.auto.commit``, (de)serializers, interceptors) are refused,
   as Spark does; ``kafka.group.id`` is accepted and unused (the data source never joins a
   group nor commits, so the name has nothing to do).
+
+An option name nobody knows is not an error (Spark ignores it too) but gets a warning naming the
+closest known option (:func:`option_warnings`; ``kafka.*`` names are checked against the
+clients' settings in :func:`aiokafka_lite.spark._offsets.check_client_options`).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +52,12 @@ __all__ = [
     "LATEST",
     "KafkaOptions",
     "OffsetSpec",
+    "KNOWN_OPTIONS",
+    "closest",
+    "option_warnings",
     "parse_options",
     "parse_offsets_json",
+    "parse_time_ms",
 ]
 
 #: Special offsets in offset JSON, as in Spark and in Kafka's ListOffsets.
@@ -61,17 +74,63 @@ _RENAMED = {
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
 }
+# Refused as Spark's connector refuses them ("Kafka option '<name>' is not supported<why>"; the
+# (de)serializer reasons are Spark's words).
 _REFUSED = {
-    "auto.offset.reset": "use startingOffsets / endingOffsets instead",
-    "enable.auto.commit": "the data source never commits offsets to Kafka",
-    "key.serializer": "keys are written as bytes (cast the column to string or binary)",
-    "value.serializer": "values are written as bytes (cast the column to string or binary)",
-    "key.deserializer": "keys are always read as bytes (cast the column in Spark)",
-    "value.deserializer": "values are always read as bytes (cast the column in Spark)",
-    "interceptor.classes": "interceptors could change records behind the data source's back",
+    "auto.offset.reset": ": set the source option startingOffsets (or endingOffsets) instead",
+    "enable.auto.commit": ": the data source never commits offsets to Kafka",
+    "key.serializer": " as keys are serialized with ByteArraySerializer.",
+    "value.serializer": " as value are serialized with ByteArraySerializer.",
+    "key.deserializer": " as keys are deserialized as byte arrays with ByteArrayDeserializer. "
+    "Use DataFrame operations to explicitly deserialize the keys.",
+    "value.deserializer": " as values are deserialized as byte arrays with ByteArrayDeserializer. "
+    "Use DataFrame operations to explicitly deserialize the values.",
+    "interceptor.classes": ": interceptors could change records behind the data source's back",
+}
+# Java-only settings (key/trust stores, Kerberos): refused, a TLS or SASL setup without them
+# would fail later with a less helpful error.
+_REFUSED_PREFIXES = {
+    "ssl.keystore.": "Java key stores are not supported: use kafka.ssl.certfile / keyfile (PEM)",
+    "ssl.truststore.": "Java trust stores are not supported: use kafka.ssl.cafile (PEM)",
+    "sasl.kerberos.": "Kerberos (GSSAPI) is not supported",
 }
 # Accepted for compatibility with Spark's source and not used.
 _IGNORED = {"group.id"}
+
+#: Every option the data source reads (Spark's spelling), besides ``kafka.*``: Spark's Kafka
+#: source and sink options, this data source's ``bootstrap.servers`` alias, and what Spark itself
+#: adds to a streaming sink's options (``checkpointLocation``, ``queryName``) or a ``load(path)``.
+KNOWN_OPTIONS = (
+    "assign",
+    "subscribe",
+    "subscribePattern",
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsets",
+    "startingOffsetsByTimestampStrategy",
+    "endingTimestamp",
+    "endingOffsetsByTimestamp",
+    "endingOffsets",
+    "failOnDataLoss",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "groupIdPrefix",
+    "includeHeaders",
+    "topic",
+    "bootstrap.servers",
+    "checkpointLocation",
+    "queryName",
+    "path",
+)
+_KNOWN_LOWER = {n.lower(): n for n in KNOWN_OPTIONS}
+#: Streaming-only options Spark's connector ignores, with a warning, in batch reads.
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 # ``LoginModule required username="u" password="p";`` (single or double quotes)
 _JAAS_MODULE = re.compile(
     r"^\s*[\w.$]+\s+(required|requisite|sufficient|optional)\b(.*?);?\s*$", re.S
@@ -103,9 +162,10 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
                 out.setdefault(arg, cred)
             continue
         if name in _REFUSED:
-            raise IllegalArgumentError(
-                f"Kafka option 'kafka.{name}' is not supported: {_REFUSED[name]}"
-            )
+            raise IllegalArgumentError(f"Kafka option '{name}' is not supported{_REFUSED[name]}")
+        for prefix, why in _REFUSED_PREFIXES.items():
+            if name.startswith(prefix):
+                raise IllegalArgumentError(f"Kafka option 'kafka.{name}' is not supported: {why}")
         kwarg = _RENAMED.get(name, name.replace(".", "_"))
         value = _convert(raw)
         if kwarg == "compression_type" and isinstance(value, str) and value.lower() in ("none", ""):
@@ -212,17 +272,83 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     return low == "true"
 
 
-def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
+def _positive_int(opts: Mapping[str, str], name: str, *, allow_zero: bool = False) -> int | None:
+    """The option ``name`` (lower case) as an integer > 0 (>= 0 with ``allow_zero``), or None.
+
+    The message starts as Spark's ("minPartitions must be positive").
+    """
     raw = opts.get(name)
     if raw is None:
         return None
+    shown = _KNOWN_LOWER.get(name, name)
+    what = (
+        "must not be negative (an integer >= 0)"
+        if allow_zero
+        else "must be positive (an integer > 0)"
+    )
     try:
-        value = int(raw)
+        value = int(raw.strip())
     except ValueError as exc:
-        raise IllegalArgumentError(f"{name}: expected a positive integer, got {raw!r}") from exc
-    if value <= 0:
-        raise IllegalArgumentError(f"{name}: expected a positive integer, got {raw!r}")
+        raise IllegalArgumentError(f"{shown} {what}, got {raw!r}") from exc
+    if value < 0 or (value == 0 and not allow_zero):
+        raise IllegalArgumentError(f"{shown} {what}, got {raw!r}")
     return value
+
+
+# Spark's time units (``Utils.timeStringAsMs``): a number with an optional unit, ms by default.
+_TIME_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+
+
+def parse_time_ms(text: str, name: str) -> int:
+    """``"15m"`` / ``"30s"`` / ``"500ms"`` / ``"250"`` (ms) as milliseconds, as Spark reads times."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or (unit and unit not in _TIME_UNITS_MS):
+        raise IllegalArgumentError(
+            f"{name}: {text!r} is not a time. Time must be specified as seconds (s), "
+            "milliseconds (ms), microseconds (us), minutes (m or min), hour (h), or day (d). "
+            "E.g. 50s, 100ms, or 250us."
+        )
+    return int(int(match.group(1)) * _TIME_UNITS_MS[unit or "ms"])
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to ``name`` (case-insensitive), if one is close enough."""
+    by_lower = {k.lower(): k for k in known}
+    found = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
+    return by_lower[found[0]] if found else None
+
+
+def option_warnings(raw: Mapping[str, str], *, streaming: bool, read: bool) -> list[str]:
+    """Warnings about options that will have no effect: unknown names (with the closest known
+    one) and, as Spark's connector warns, streaming-only options on a batch read.
+
+    ``kafka.*`` names are not checked here (see ``check_client_options``).
+    """
+    out = []
+    names = sorted({str(k).lower() for k in raw})
+    for name in names:
+        if name.startswith("kafka.") or name in _KNOWN_LOWER:
+            continue
+        hint = closest(name, KNOWN_OPTIONS)
+        out.append(
+            f"unknown option '{name}' is ignored" + (f": did you mean {hint}?" if hint else "")
+        )
+    if read and not streaming:
+        out.extend(
+            f"{shown} option ignored in batch queries"
+            for shown in _STREAM_ONLY
+            if shown.lower() in names
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -239,7 +365,16 @@ class KafkaOptions:
     #: ``startingOffsetsByTimestampStrategy``: ``error`` or ``latest``.
     timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
+    #: ``minOffsetsPerTrigger``: a micro-batch waits for this many new offsets ...
+    min_offsets_per_trigger: int | None = None
+    #: ... unless ``maxTriggerDelay`` (ms, default 15 min) passed since the previous batch.
+    max_trigger_delay_ms: int = 15 * 60_000
     min_partitions: int | None = None
+    #: ``maxRecordsPerPartition``: the most offsets one Spark task reads.
+    max_records_per_partition: int | None = None
+    #: ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``: attempts at fetching offsets.
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
@@ -255,12 +390,20 @@ class KafkaOptions:
         return bool(self.subscribe) + (self.pattern is not None) + (self.assign is not None) == 1
 
 
-def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOptions:
-    """Build :class:`KafkaOptions` from Spark's option map (see the module docstring)."""
+def parse_options(
+    raw: Mapping[str, str], *, streaming: bool = False, read: bool = True
+) -> KafkaOptions:
+    """Build :class:`KafkaOptions` from Spark's option map (see the module docstring).
+
+    Refusals are worded as Spark's connector words them, with our option names added.
+    """
     opts = {str(k).lower(): str(v) for k, v in raw.items()}
     bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap.servers")
     if not bootstrap:
-        raise IllegalArgumentError("option 'kafka.bootstrap.servers' is required")
+        client = "consumer" if read else "producer"
+        raise IllegalArgumentError(
+            f"Option 'kafka.bootstrap.servers' must be specified for configuring Kafka {client}"
+        )
     subscribe = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
     pattern = opts.get("subscribepattern")
     if pattern is not None:
@@ -271,11 +414,14 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
                 f"subscribePattern: invalid regex {pattern!r}: {exc}"
             ) from exc
     assign = _parse_assign(opts["assign"]) if "assign" in opts else None
-    ending_names = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
-    if streaming and any(n in opts for n in ending_names):
-        raise IllegalArgumentError(
-            "endingOffsets / endingTimestamp / endingOffsetsByTimestamp are for batch queries only"
-        )
+    if streaming:
+        for name in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
+            if name in opts:
+                what = "timestamp" if name == "endingtimestamp" else "offset"
+                raise IllegalArgumentError(
+                    f"ending {what} not valid in streaming queries "
+                    f"({_DISPLAY[name]} is for batch queries)"
+                )
     starting = _offset_spec(
         opts,
         "startingoffsets",
@@ -287,25 +433,36 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
         opts, "endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp", "latest"
     )
     if not streaming and starting == "latest":
-        raise IllegalArgumentError("startingOffsets='latest' is not allowed in a batch query")
+        raise IllegalArgumentError(
+            "starting offset can't be latest for batch queries on Kafka (startingOffsets)"
+        )
     if (
         not streaming
         and isinstance(starting, dict)
         and any(o == LATEST for ps in starting.values() for o in ps.values())
     ):
-        raise IllegalArgumentError("startingOffsets: -1 (latest) is not allowed in a batch query")
+        raise IllegalArgumentError(
+            "Starting offset not allowed to be set to latest offsets. "
+            "(startingOffsets: -1 in a batch query)"
+        )
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise IllegalArgumentError(
             f"startingOffsetsByTimestampStrategy: expected error or latest, got {strategy!r}"
         )
     if ending == "earliest":
-        raise IllegalArgumentError("endingOffsets='earliest' is not allowed")
+        raise IllegalArgumentError(
+            "ending offset can't be earliest for batch queries on Kafka (endingOffsets)"
+        )
     if isinstance(ending, dict) and any(
         o == EARLIEST for ps in ending.values() for o in ps.values()
     ):
-        raise IllegalArgumentError("endingOffsets: -2 (earliest) is not allowed")
-    poll = opts.get("kafkaconsumer.polltimeoutms")
+        raise IllegalArgumentError(
+            "Ending offset not allowed to be set to earliest offsets. (endingOffsets: -2)"
+        )
+    poll = _positive_int(opts, "kafkaconsumer.polltimeoutms")
+    delay = opts.get("maxtriggerdelay")
+    interval = _positive_int(opts, "fetchoffset.retryintervalms", allow_zero=True)
     return KafkaOptions(
         bootstrap_servers=bootstrap,
         client=_client_options(opts),
@@ -316,9 +473,16 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> KafkaOp
         ending=ending,
         timestamp_strategy=strategy,
         max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger"),
+        min_offsets_per_trigger=_positive_int(opts, "minoffsetspertrigger"),
+        max_trigger_delay_ms=(
+            15 * 60_000 if delay is None else parse_time_ms(delay, "maxTriggerDelay")
+        ),
         min_partitions=_positive_int(opts, "minpartitions"),
+        max_records_per_partition=_positive_int(opts, "maxrecordsperpartition"),
+        fetch_offset_retries=_positive_int(opts, "fetchoffset.numretries") or 3,
+        fetch_offset_retry_interval_ms=10 if interval is None else interval,
         include_headers=_bool(opts, "includeheaders", False),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
-        poll_timeout_ms=int(poll) if poll else 120_000,
+        poll_timeout_ms=poll or 120_000,
         topic=opts.get("topic"),
     )

@@ -12,7 +12,7 @@ Register it once per session, then use it like Spark's own Kafka source::
       .option("topic", "events_upper").save()
 
 How the work is split: the driver resolves one offset range per topic-partition (more with
-``minPartitions``) and hands each to a Spark task inside its :class:`KafkaInputPartition`; the
+``minPartitions`` / ``maxRecordsPerPartition``) and hands each to a Spark task inside its :class:`KafkaInputPartition`; the
 task reads the range with :class:`~aiokafka_lite.AIOKafkaConsumer` on a fresh event loop and
 yields Arrow record batches. Writes run :class:`~aiokafka_lite.AIOKafkaProducer` per task and
 wait for every acknowledgement before the task reports success (at-least-once, as Spark's own
@@ -26,6 +26,7 @@ filters on ``offset`` or ``timestamp`` are applied by Spark after reading; bound
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -56,9 +58,10 @@ from aiokafka_lite.spark._offsets import (
     PlanningClient,
     check_client_options,
     plan_batch,
+    report_data_loss,
     split_ranges,
 )
-from aiokafka_lite.spark._options import EARLIEST, KafkaOptions, parse_options
+from aiokafka_lite.spark._options import EARLIEST, KafkaOptions, option_warnings, parse_options
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = [
@@ -69,6 +72,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+#: Where option and data-loss warnings go (a Spark user sees them in the driver's stderr).
+options_log = logging.getLogger("aiokafka_lite.spark")
 
 #: Upper bound for one driver-side planning call (metadata + offsets).
 PLAN_TIMEOUT_S = 60.0
@@ -197,13 +202,28 @@ def rate_limit(
     return {tp: start[tp] + take[tp] for tp in latest}
 
 
+def _name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch streaming read with per-partition offsets, read limits and AvailableNow."""
+    """Micro-batch streaming read with per-partition offsets, admission control and AvailableNow.
+
+    Admission control follows Spark's Kafka source: ``maxOffsetsPerTrigger`` caps a micro-batch
+    (shared in proportion to each partition's backlog); ``minOffsetsPerTrigger`` holds a
+    micro-batch back (``latestOffset`` answers the start offsets: no new batch) until that many
+    new offsets are available, unless ``maxTriggerDelay`` passed since the previous batch (the
+    first call always admits one, as Spark's source). Under ``Trigger.AvailableNow`` nothing is
+    held back: the run ends once everything available at its start was read.
+    """
 
     def __init__(self, options: KafkaOptions) -> None:
         self.options = options
         self._target: dict[TopicPartition, int] | None = None
         self._available: JsonOffsets | None = None
+        self._log_starts: dict[TopicPartition, int] = {}
+        self._last_trigger_ms = float("-inf")
+        self._clock = time.monotonic  # seconds; for maxTriggerDelay
 
     def _bounds(self) -> dict[TopicPartition, tuple[int, int]]:
         """``{tp: (log start, end)}`` of every partition the options name, right now."""
@@ -213,6 +233,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return await pc.bounds(await pc.topic_partitions())
 
         return sync.run(current(), timeout=PLAN_TIMEOUT_S)
+
+    def _checked_bounds(
+        self, known: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """:meth:`_bounds`, fetched again (``fetchOffset.numRetries`` attempts in all,
+        ``fetchOffset.retryIntervalMs`` apart) while a partition of ``known`` is missing or
+        ends below its known offset: a broker can answer from a stale view for a moment."""
+        attempts = max(1, self.options.fetch_offset_retries)
+        for attempt in range(1, attempts + 1):
+            bounds = self._bounds()
+            odd = [tp for tp, off in known.items() if tp not in bounds or bounds[tp][1] < off]
+            if not odd or attempt == attempts:
+                return bounds
+            log.debug("aiokafka_lite: offsets of %s look wrong, fetching them again", odd)
+            time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
 
     def initialOffset(self) -> JsonOffsets:
         """Where a new query starts: ``startingOffsets`` (default latest) resolved now."""
@@ -228,52 +264,148 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _to_json(sync.run(resolve(), timeout=PLAN_TIMEOUT_S))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """``ReadMaxRows(maxOffsetsPerTrigger)`` when that option is set."""
+        """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``.
+
+        PySpark takes one limit; with both options set :meth:`latestOffset` applies the
+        minimum from the options too (Spark's source returns a composite limit).
+        """
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Pin the end of an AvailableNow run to the offsets available right now."""
         self._target = {tp: end for tp, (_, end) in self._bounds().items()}
 
-    def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
-        """The end of the next micro-batch: the available end, capped by the target and limit.
+    def _hold_back(self, new_offsets: int, min_rows: int) -> bool:
+        """True when a micro-batch must wait for more offsets (``minOffsetsPerTrigger``)."""
+        now = self._clock() * 1000
+        if now - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
+            self._last_trigger_ms = now  # maxTriggerDelay passed (or the first batch): go
+            return False
+        if new_offsets < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
 
-        Partitions that appeared since ``start`` begin at their log start.
+    def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
+        """The end of the next micro-batch: the available end, capped by the AvailableNow
+        target and the read limits; ``start`` itself when the batch is held back.
+
+        Partitions that appeared since ``start`` begin at their log start. A partition that
+        disappeared, or whose end is now below ``start`` (deleted and re-created), is data
+        loss: the query fails unless ``failOnDataLoss`` is false (then a deleted partition is
+        dropped and a re-created one is read from its log start).
         """
         begin = _from_json(start)
-        bounds = self._bounds()
+        bounds = self._checked_bounds(begin)
+        self._log_starts = {tp: lo for tp, (lo, _) in bounds.items()}
         latest = {tp: end for tp, (_, end) in bounds.items()}
         self._available = _to_json(latest)
+        gone = sorted(tp for tp in begin if tp not in bounds)
+        if gone:
+            names = ", ".join(_name(tp) for tp in gone)
+            report_data_loss(self.options, f"partitions {names} have been deleted")
+            begin = {tp: off for tp, off in begin.items() if tp in bounds}
+        reset = sorted(tp for tp, off in begin.items() if latest[tp] < off)
+        for tp in reset:
+            report_data_loss(
+                self.options,
+                f"{_name(tp)}: the offset went back from {begin[tp]} to {latest[tp]} (the topic "
+                f"was deleted and re-created?): offsets from {begin[tp]} on were not read",
+            )
         if self._target is not None:
             latest = {
                 tp: min(end, self._target.get(tp, bounds[tp][0])) for tp, end in latest.items()
             }
-        for tp, off in begin.items():  # a partition never moves backwards in the offsets log
-            latest[tp] = max(latest.get(tp, off), off)
-        full_start = {tp: begin.get(tp, bounds[tp][0] if tp in bounds else 0) for tp in latest}
-        if isinstance(limit, ReadMaxRows):
-            latest = rate_limit(full_start, latest, limit.max_rows)
+        for tp, off in begin.items():  # a partition never moves backwards in the offsets log ...
+            if tp not in reset:  # ... unless it was re-created (read from its log start)
+                latest[tp] = max(latest[tp], off)
+        full_start = {
+            tp: bounds[tp][0] if tp in reset or tp not in begin else begin[tp] for tp in latest
+        }
+        if isinstance(limit, ReadAllAvailable):
+            return _to_json(latest)
+        min_rows = (
+            limit.min_rows
+            if isinstance(limit, ReadMinRows)
+            else self.options.min_offsets_per_trigger
+        )
+        max_rows = (
+            limit.max_rows
+            if isinstance(limit, ReadMaxRows)
+            else self.options.max_offsets_per_trigger
+        )
+        if min_rows and self._target is None and not (gone or reset):  # loss: move past it
+            new = sum(max(0, latest[tp] - full_start[tp]) for tp in latest)
+            if self._hold_back(new, min_rows):
+                log.debug(
+                    "aiokafka_lite: %d new offsets < minOffsetsPerTrigger=%d: waiting",
+                    new,
+                    min_rows,
+                )
+                return start
+        if max_rows:
+            latest = rate_limit(full_start, latest, max_rows)
         return _to_json(latest)
 
+    def _earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log starts of ``tps``: as the last :meth:`latestOffset` saw them, else fetched."""
+        if all(tp in self._log_starts for tp in tps):
+            return {tp: self._log_starts[tp] for tp in tps}
+
+        async def earliest() -> dict[TopicPartition, int]:
+            async with PlanningClient(self.options) as pc:
+                return await pc.list_offsets(tps, EARLIEST)
+
+        return sync.run(earliest(), timeout=PLAN_TIMEOUT_S)
+
     def partitions(self, start: JsonOffsets, end: JsonOffsets) -> Sequence[InputPartition]:
-        """One input partition per topic-partition with new offsets in ``[start, end)``."""
+        """Input partitions for the offsets ``[start, end)`` of each topic-partition (split by
+        ``minPartitions`` / ``maxRecordsPerPartition``).
+
+        Offsets of ``start`` already deleted from the log are data loss (the query fails unless
+        ``failOnDataLoss`` is false: then reading starts at the log start). A partition whose
+        end is below its start was re-created: it is read from its log start.
+        """
         begin, stop = _from_json(start), _from_json(end)
-        missing = [tp for tp in stop if tp not in begin]
-        if missing:  # new partitions: from their log start
-
-            async def earliest() -> dict[TopicPartition, int]:
-                async with PlanningClient(self.options) as pc:
-                    return await pc.list_offsets(missing, EARLIEST)
-
-            begin.update(sync.run(earliest(), timeout=PLAN_TIMEOUT_S))
-        ranges = [
-            OffsetRange(tp.topic, tp.partition, begin[tp], off) for tp, off in sorted(stop.items())
-        ]
+        tps = sorted(stop)
+        lows = self._earliest(tps) if tps else {}
+        ranges = []
+        for tp in tps:
+            lo, until = lows[tp], stop[tp]
+            if tp not in begin:  # a new partition: from its log start, which should be 0
+                if lo > 0:
+                    report_data_loss(
+                        self.options,
+                        f"{_name(tp)}: added partition starts at offset {lo}, not 0 "
+                        f"(offsets [0, {lo}) were deleted before the query saw them)",
+                    )
+                first = lo
+            elif until < begin[tp]:  # re-created (latestOffset reported the loss)
+                if self.options.fail_on_data_loss:
+                    report_data_loss(
+                        self.options,
+                        f"{_name(tp)}: the offset went back from {begin[tp]} to {until}",
+                    )
+                first = min(lo, until)
+            elif begin[tp] < lo:
+                report_data_loss(
+                    self.options,
+                    f"{_name(tp)}: offsets [{begin[tp]}, {min(lo, until)}) were deleted before "
+                    f"they were read (log start is now {lo})",
+                )
+                first = min(lo, until)
+            else:
+                first = begin[tp]
+            ranges.append(OffsetRange(tp.topic, tp.partition, first, until))
         return [
             KafkaInputPartition(r, self.options)
-            for r in split_ranges(ranges, self.options.min_partitions)
+            for r in split_ranges(
+                ranges, self.options.min_partitions, self.options.max_records_per_partition
+            )
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -307,8 +439,10 @@ class KafkaDataSource(DataSource):
         return read_schema_ddl(self._include_headers())
 
     def _parse(self, streaming: bool, *, read: bool) -> KafkaOptions:
-        opts = parse_options(self.options, streaming=streaming)
-        check_client_options(opts)
+        opts = parse_options(self.options, streaming=streaming, read=read)
+        warnings = option_warnings(self.options, streaming=streaming, read=read)
+        for text in warnings + check_client_options(opts):
+            options_log.warning("aiokafka_lite: %s", text)
         if read and not opts.has_source():
             raise ValueError(
                 "give exactly one of the options 'subscribe', 'subscribePattern', 'assign'"
