@@ -87,3 +87,18 @@ async def test_consumer_client_tracks_topics_before_start() -> None:
         consumer.assign([tp("t1", 0), tp("t2", 1)])
         assert consumer._client._topics == {"t1", "t2"}, lib.__name__
         await consumer._client.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"enable_idempotence": True}, {"transactional_id": "my-transaction-id"}]
+)
+async def test_producer_txn_manager_view(kwargs: dict[str, object]) -> None:
+    # kstreams' transaction tests read producer._txn_manager.transactional_id
+    for lib in (aiokafka, aiokafka_lite):
+        producer = lib.AIOKafkaProducer(bootstrap_servers="h:1", **kwargs)
+        txn = producer._txn_manager
+        if kwargs:
+            assert txn.transactional_id == kwargs.get("transactional_id"), lib.__name__
+        else:
+            assert txn is None, lib.__name__
+        await producer.client.close()
