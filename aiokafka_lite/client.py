@@ -140,7 +140,11 @@ class KafkaClient:
         check_security_args(
             security_protocol, ssl_context, sasl_mechanism, sasl_plain_username, sasl_plain_password
         )
-        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        # kept as given (a generator read once) for the ``_bootstrap_servers`` compat view
+        self._bootstrap_given: str | list[str] = (
+            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+        self._bootstrap = parse_bootstrap(self._bootstrap_given)
         self.client_id = client_id
         if not isinstance(hooks, HookSet):
             hooks = HookSet(
@@ -308,6 +312,11 @@ class KafkaClient:
     def set_topics(self, topics: Iterable[str]) -> asyncio.Future[ClusterMetadata]:
         """Track exactly ``topics``; returns the refresh future (done if nothing was added)."""
         return self._metadata.set_topics(topics)
+
+    def track_topics(self, topics: Iterable[str]) -> None:
+        """Track exactly ``topics`` without asking for a refresh (no event loop needed):
+        before start(), the bootstrap metadata request then fetches them."""
+        self._metadata.topics = set(topics)
 
     def request_update(self) -> asyncio.Future[ClusterMetadata]:
         """Ask for a refresh; returns a future resolved with the cluster after the next success.
@@ -624,10 +633,11 @@ class KafkaClient:
         return random.choice(nodes) if nodes else None
 
     @property
-    def _bootstrap_servers(self) -> str:
-        """The bootstrap list as ``host:port,...`` (opentelemetry-instrumentation-aiokafka,
-        kstreams' test helpers)."""
-        return ",".join(f"{h}:{p}" for h, p in self._bootstrap)
+    def _bootstrap_servers(self) -> str | list[str]:
+        """``bootstrap_servers`` as given, a string or a list, as aiokafka keeps it
+        (opentelemetry-instrumentation-aiokafka reports it as is; kstreams' tests compare it
+        with the list they passed)."""
+        return self._bootstrap_given
 
     @property
     def _client_id(self) -> str:

@@ -200,6 +200,7 @@ class AIOKafkaConsumer:
         self._last_poll: dict[TopicPartition, int] = {}
         if topics:
             self._subscription.subscribe(topics)
+            self._client.track_topics(topics)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -361,7 +362,9 @@ class AIOKafkaConsumer:
         ):
             raise TypeError("listener must be a ConsumerRebalanceListener")
         self._subscription.subscribe(topics, pattern, listener)
-        if topics and self._started:
+        if not self._started:  # as aiokafka, the client tracks the subscription at once
+            self._client.track_topics(topics)
+        elif topics:
             self._client.add_topics(topics)
 
     def subscription(self) -> frozenset[str]:
@@ -383,7 +386,9 @@ class AIOKafkaConsumer:
             if not isinstance(tp, tuple) or len(tp) != 2:
                 raise TypeError(f"expected TopicPartition, got {tp!r}")
         self._subscription.assign_from_user(TopicPartition(*tp) for tp in tps)
-        if self._started:
+        if not self._started:  # as aiokafka, the client tracks the assigned topics at once
+            self._client.track_topics({tp[0] for tp in tps})
+        else:
             self._client.add_topics(sorted({tp[0] for tp in tps}))
 
     def assignment(self) -> set[TopicPartition]:

@@ -804,6 +804,12 @@ class AIOKafkaProducer:
         """``request_timeout_ms`` (kstreams' test helpers)."""
         return self.client.request_timeout_ms
 
+    @property
+    def _txn_manager(self) -> TransactionManager | None:
+        """The idempotence/transaction state, None without enable_idempotence (kstreams'
+        transaction tests read its ``transactional_id``)."""
+        return self._txn
+
     def _partition(
         self,
         topic: str,
