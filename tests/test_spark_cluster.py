@@ -169,7 +169,7 @@ async def test_cluster_batch_read(cluster, cluster_driver, kafka_bootstrap, new_
     rows = cluster_driver.call(spark_drivers.read_topic, kafka_bootstrap, topic)
     assert {tuple(r[1:]) for r in rows} == produced and len(rows) == len(produced)
     # four tasks on two one-core executors: the first wave is one task on each
-    assert {r[0] for r in rows} == {"0", "1"}
+    assert len({r[0] for r in rows}) == 2
     apps = cluster.state()["activeapps"]
     assert [a["name"] for a in apps] == ["aiokafka_lite-cluster-tests"]
 
