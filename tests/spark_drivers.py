@@ -30,8 +30,11 @@ class Driver:
     def __init__(self) -> None:
         self._pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
 
+    def submit(self, fn: Any, *args: Any) -> cf.Future[Any]:
+        return self._pool.submit(fn, *args)
+
     def call(self, fn: Any, *args: Any, timeout: float = 120.0) -> Any:
-        return self._pool.submit(fn, *args).result(timeout=timeout)
+        return self.submit(fn, *args).result(timeout=timeout)
 
     def close(self) -> None:
         try:
@@ -85,16 +88,17 @@ def stop_session() -> None:
         _SPARK = None
 
 
-def _executor_id() -> str:
-    """In a Python worker: the id of the executor it serves (its working directory's name)."""
-    return os.path.basename(os.getcwd())
-
-
 def read_topic(bootstrap: str, topic: str) -> list[tuple[str, int, int, bytes, bytes]]:
     """Rows of ``topic`` as (executor id, partition, offset, key, value)."""
     from pyspark.sql.functions import udf
 
-    executor = udf(_executor_id, "string").asNondeterministic()
+    def executor_id() -> str:  # nested: pickled by value, the workers need not import tests/
+        """In a Python worker: the id of the executor it serves (its working directory's name)."""
+        import os
+
+        return os.path.basename(os.getcwd())
+
+    executor = udf(executor_id, "string").asNondeterministic()
     df = (
         _SPARK.read.format("aiokafka_lite")
         .option("kafka.bootstrap.servers", bootstrap)

@@ -1,6 +1,6 @@
 """The ``aiokafka_lite`` data source where Spark runs for real, against Apache Kafka.
 
-* a standalone Spark cluster (a master and two one-core workers, ``aiokafka_lite._cluster``,
+* a standalone Spark cluster (a master and two one-core workers, ``aiokafka_lite.spark._cluster``,
   started from the pyspark package): batch read, batch write and an availableNow stream run as
   tasks in the executors' Python workers, driven by a classic SparkSession on ``spark://``;
 * Spark Connect: a Connect server (pyspark ships ``spark-connect_2.13``) and a client that
@@ -73,22 +73,26 @@ def _need_java() -> None:
         pytest.skip("no Java runtime (java not on PATH, JAVA_HOME unset): Spark needs Java 17+")
 
 
+class SparkSetup:
+    """What the module's tests drive: the cluster and two driver processes."""
+
+    def __init__(self, cluster: StandaloneCluster, classic: Driver, connect: Driver) -> None:
+        self.cluster = cluster
+        self.classic = classic  # a classic SparkSession on the cluster, both executors registered
+        self.connect = connect  # a Spark Connect session to the Connect server (local[2])
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Any:
-    """A standalone master with two one-core workers."""
+def spark_setup(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A standalone master with two one-core workers, a Spark Connect server and their drivers.
+
+    Every JVM starts at once (their start-up is mostly single-threaded; one after the other they
+    cost twice the time on two cores).
+    """
     _need_java()
-    try:
-        spark_cluster = StandaloneCluster(workers=2, cores=1, memory="1g").start()
-    except SparkProcessError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield spark_cluster
-    spark_cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster_driver(cluster: StandaloneCluster) -> Any:
-    """A classic SparkSession on the cluster (in a child process), both executors registered."""
-    driver = Driver()
+    cluster = StandaloneCluster(workers=2, cores=1, memory="1g")
+    server = ConnectServer(log_dir=str(tmp_path_factory.mktemp("connect")))
+    classic, connect = Driver(), Driver()
     conf = {
         "spark.executor.cores": "1",
         "spark.executor.memory": "512m",
@@ -98,29 +102,26 @@ def cluster_driver(cluster: StandaloneCluster) -> Any:
         "spark.executorEnv.PYTHONPATH": python_env()["PYTHONPATH"],
     }
     try:
-        master = driver.call(spark_drivers.start_classic_session, cluster.master_url, conf, 2)
-        assert master == cluster.master_url
-        yield driver
-    finally:
-        driver.close()
-
-
-@pytest.fixture(scope="module")
-def connect_driver(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A Spark Connect server (local[2]) and a Connect client session (in a child process)."""
-    _need_java()
-    try:
-        server = ConnectServer(log_dir=str(tmp_path_factory.mktemp("connect"))).start()
-    except SparkProcessError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    driver = Driver()
-    try:
-        module = driver.call(spark_drivers.start_connect_session, server.url)
+        cluster.launch()
+        server.launch()
+        # the driver waits for both executors itself
+        classic_master = classic.submit(
+            spark_drivers.start_classic_session, cluster.master_url, conf, 2
+        )
+        try:
+            server.wait_ready()
+            cluster.wait_ready()
+        except SparkProcessError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        module = connect.call(spark_drivers.start_connect_session, server.url, timeout=90)
         assert module.startswith("pyspark.sql.connect"), module
-        yield driver
+        assert classic_master.result(timeout=120) == cluster.master_url
+        yield SparkSetup(cluster, classic, connect)
     finally:
-        driver.close()
+        classic.close()
+        connect.close()
         server.stop()
+        cluster.stop()
 
 
 async def _produce(bootstrap: str, topic: str, n: int, partitions: int) -> set[tuple[Any, ...]]:
@@ -163,31 +164,29 @@ async def _consume_all(bootstrap: str, topic: str, partitions: int) -> list[tupl
 # ---- standalone cluster -----------------------------------------------------------------------
 
 
-async def test_cluster_batch_read(cluster, cluster_driver, kafka_bootstrap, new_topic):
+async def test_cluster_batch_read(spark_setup, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=4)
     produced = await _produce(kafka_bootstrap, topic, 80, 4)
-    rows = cluster_driver.call(spark_drivers.read_topic, kafka_bootstrap, topic)
+    rows = spark_setup.classic.call(spark_drivers.read_topic, kafka_bootstrap, topic)
     assert {tuple(r[1:]) for r in rows} == produced and len(rows) == len(produced)
     # four tasks on two one-core executors: the first wave is one task on each
     assert len({r[0] for r in rows}) == 2
-    apps = cluster.state()["activeapps"]
+    apps = spark_setup.cluster.state()["activeapps"]
     assert [a["name"] for a in apps] == ["aiokafka_lite-cluster-tests"]
 
 
-async def test_cluster_batch_write(cluster_driver, kafka_bootstrap, new_topic):
+async def test_cluster_batch_write(spark_setup, kafka_bootstrap, new_topic):
     topic = await new_topic(partitions=3)
-    cluster_driver.call(spark_drivers.write_topic, kafka_bootstrap, topic, 500, 4)
+    spark_setup.classic.call(spark_drivers.write_topic, kafka_bootstrap, topic, 500, 4)
     got = await _consume_all(kafka_bootstrap, topic, 3)
     want = [(b"%d" % i, b"v%d" % i) for i in range(500)]
     assert Counter(got) == Counter(want)  # every row once: no loss, no duplicate
 
 
-async def test_cluster_streaming_available_now(
-    cluster_driver, kafka_bootstrap, new_topic, tmp_path
-):
+async def test_cluster_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
     topic = await new_topic(partitions=3)
     produced = await _produce(kafka_bootstrap, topic, 45, 3)
-    rows, sizes = cluster_driver.call(
+    rows, sizes = spark_setup.classic.call(
         spark_drivers.stream_to_parquet,
         kafka_bootstrap,
         topic,
@@ -202,13 +201,13 @@ async def test_cluster_streaming_available_now(
 # ---- Spark Connect ----------------------------------------------------------------------------
 
 
-async def test_connect_batch_read_and_write(connect_driver, kafka_bootstrap, new_topic):
+async def test_connect_batch_read_and_write(spark_setup, kafka_bootstrap, new_topic):
     src = await new_topic(partitions=2)
     dst = await new_topic(partitions=2, name=src + "-out")
     produced = await _produce(kafka_bootstrap, src, 40, 2)
-    rows = connect_driver.call(spark_drivers.read_topic, kafka_bootstrap, src)
+    rows = spark_setup.connect.call(spark_drivers.read_topic, kafka_bootstrap, src)
     assert sorted(tuple(r[1:]) for r in rows) == sorted(produced)
-    connect_driver.call(spark_drivers.write_topic, kafka_bootstrap, dst, 200, 3)
+    spark_setup.connect.call(spark_drivers.write_topic, kafka_bootstrap, dst, 200, 3)
     got = await _consume_all(kafka_bootstrap, dst, 2)
     assert Counter(got) == Counter((b"%d" % i, b"v%d" % i) for i in range(200))
 
@@ -257,10 +256,10 @@ async def test_checkpoint_replay_after_driver_kill(kafka_bootstrap, new_topic, t
     log1, log2 = tmp_path / "run1.log", tmp_path / "run2.log"
     first = _run_replay_driver([*common, "--run", "1", "--block-batch", "1"], log1)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 100
         while not (out / "blocked").exists():
             assert first.poll() is None, f"the first driver exited:\n{_tail(log1)}"
-            assert time.monotonic() < deadline, "batch 1 did not start within 120 s"
+            assert time.monotonic() < deadline, "batch 1 did not start within 100 s"
             await asyncio.sleep(0.2)
     finally:
         os.killpg(first.pid, signal.SIGKILL)
@@ -274,11 +273,11 @@ async def test_checkpoint_replay_after_driver_kill(kafka_bootstrap, new_topic, t
     await _produce(kafka_bootstrap, topic, 6, 2)
     second = _run_replay_driver([*common, "--run", "2"], log2)
     try:
-        second.wait(180)
-    except subprocess.TimeoutExpired:
-        os.killpg(second.pid, signal.SIGKILL)
-        second.wait(30)
-        raise
+        second.wait(150)
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.wait(30)
     assert second.returncode == 0, _tail(log2)
     assert _offsets_log(ckpt, 1) == planned[1]  # the offsets log was not rewritten
 

@@ -55,15 +55,14 @@ def python_env() -> dict[str, str]:
     import aiokafka_lite
 
     root = str(Path(aiokafka_lite.__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH", "")
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
     env = dict(os.environ)
     env.update(
         SPARK_HOME=spark_home(),
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
-        PYTHONPATH=root
-        + (os.pathsep + path if path and root not in path.split(os.pathsep) else ""),
+        PYTHONPATH=os.pathsep.join([root, *path]),
     )
     return env
 
@@ -159,8 +158,14 @@ class StandaloneCluster:
         return sum(1 for w in state.get("workers", ()) if w.get("state") == "ALIVE")
 
     def start(self, timeout: float = 90.0) -> StandaloneCluster:
+        """Launch the master and the workers; return once every worker registered."""
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the processes without waiting (then :meth:`wait_ready`)."""
         self.port, self.webui_port = free_port(), free_port()
-        master = self._spark_class(
+        self._spark_class(
             "master",
             "org.apache.spark.deploy.master.Master",
             "--host", "127.0.0.1", "--port", str(self.port),
@@ -175,11 +180,14 @@ class StandaloneCluster:
                 "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
                 "--webui-port", str(free_port()), "--work-dir", str(work),
             )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 90.0) -> StandaloneCluster:
+        """Wait until every worker registered with the master (stop all and raise if not)."""
         deadline = time.monotonic() + timeout
         while self.alive_workers() < self.workers:
             dead = [p for p in self._procs if not p.running()]
             if dead or time.monotonic() > deadline:
-                culprit = dead[0] if dead else master
+                culprit = dead[0] if dead else self._procs[0]
                 self.stop()
                 why = (
                     "exited" if dead else f"has {self.workers} workers not alive after {timeout} s"
@@ -226,6 +234,12 @@ class ConnectServer:
         return f"sc://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 90.0) -> ConnectServer:
+        """Launch the server; return once it accepts connections."""
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the server process without waiting (then :meth:`wait_ready`)."""
         self.port = free_port()
         env = python_env()
         conf = {
@@ -248,6 +262,10 @@ class ConnectServer:
             cmd += ["--conf", f"{key}={value}"]
         cmd.append("spark-internal")
         self._proc = _Proc("connect-server", cmd, env, self.dir)
+
+    def wait_ready(self, timeout: float = 90.0) -> ConnectServer:
+        """Wait until the server accepts connections on its port (stop it and raise if not)."""
+        assert self._proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while True:
             try:
