@@ -175,7 +175,9 @@ def replay_main(argv: list[str]) -> None:
 
     from aiokafka_lite.spark._reference import QUICK_JVM_CONF, spark_session
 
-    spark = spark_session("aiokafka_lite-replay", "local[2]", reference=False, conf=QUICK_JVM_CONF)
+    # scratch space under --out: a SIGKILLed driver cannot clean up after itself
+    conf = {**QUICK_JVM_CONF, "spark.local.dir": str(out / "spark-local")}
+    spark = spark_session("aiokafka_lite-replay", "local[2]", reference=False, conf=conf)
 
     def record(batch_df: Any, batch_id: int) -> None:
         rows = sorted(

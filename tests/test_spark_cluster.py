@@ -288,6 +288,7 @@ async def test_checkpoint_replay_after_driver_kill(kafka_bootstrap, new_topic, t
     assert min(run2) == 1  # batch 0 was committed: not run again
     # the replayed batch 1 read exactly the ranges planned before the kill: offsets/0 -> offsets/1
     want1 = [(p, o) for p in (0, 1) for o in range(planned[0][p], planned[1][p])]
+    assert len(want1) == 10  # maxOffsetsPerTrigger
     assert run2[1] == want1 == [tuple(x) for x in read_before_kill]
     # then it went on: every offset once, beyond the replay, none skipped
     run1 = [tuple(x) for x in json.loads((out / "run1-batch0.json").read_text())]

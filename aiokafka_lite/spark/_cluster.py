@@ -138,6 +138,7 @@ class StandaloneCluster:
         env["SPARK_DAEMON_MEMORY"] = "256m"
         env["SPARK_DAEMON_JAVA_OPTS"] = _DAEMON_JAVA_OPTS
         env["SPARK_LOG_DIR"] = str(self.dir)
+        env["SPARK_LOCAL_DIRS"] = str(self.dir / "local")  # executors' scratch space: ours too
         cmd = [os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args]
         proc = _Proc(name, cmd, env, self.dir)
         self._procs.append(proc)
@@ -251,6 +252,7 @@ class ConnectServer:
             "spark.driver.memory": "1g",
             "spark.driver.extraJavaOptions": _DAEMON_JAVA_OPTS,
             "spark.executorEnv.PYTHONPATH": env["PYTHONPATH"],
+            "spark.local.dir": str(self.dir / "local"),
             **self.conf,
         }
         cmd = [
