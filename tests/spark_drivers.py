@@ -150,7 +150,8 @@ def stream_to_parquet(
         raise TimeoutError("the availableNow query did not finish in 120 s")
     if query.exception() is not None:
         raise RuntimeError(str(query.exception()))
-    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    # attributes: under Spark Connect (pyspark 4.3) p["numInputRows"] is None, p.numInputRows set
+    sizes = [p.numInputRows for p in query.recentProgress if p.numInputRows]
     rows = _SPARK.read.parquet(out).collect()  # the sink's committed files only
     return [(r.partition, r.offset, bytes(r.value)) for r in rows], sizes
 

@@ -4,7 +4,8 @@
   started from the pyspark package): batch read, batch write and an availableNow stream run as
   tasks in the executors' Python workers, driven by a classic SparkSession on ``spark://``;
 * Spark Connect: a Connect server (pyspark ships ``spark-connect_2.13``) and a client that
-  registers the data source itself: batch read and write through ``sc://``;
+  registers the data source itself: batch read and write, and an availableNow stream, through
+  ``sc://``;
 * checkpoint replay: a streaming driver killed with SIGKILL while a planned batch is not yet
   committed replays exactly that batch's offset ranges on restart, then goes on.
 
@@ -296,3 +297,18 @@ async def test_checkpoint_replay_after_driver_kill(kafka_bootstrap, new_topic, t
     assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(18)]
     assert sorted(run2) == list(range(1, max(run2) + 1))
     assert max(run2) >= 3  # 36 records at 10 per trigger
+
+
+async def test_connect_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
+    topic = await new_topic(partitions=2)
+    produced = await _produce(kafka_bootstrap, topic, 30, 2)
+    rows, sizes = spark_setup.connect.call(
+        spark_drivers.stream_to_parquet,
+        kafka_bootstrap,
+        topic,
+        str(tmp_path / "ckpt"),
+        str(tmp_path / "out"),
+        20,
+    )
+    assert sizes == [20, 10]
+    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
