@@ -213,6 +213,21 @@ async def test_connect_batch_read_and_write(spark_setup, kafka_bootstrap, new_to
     assert Counter(got) == Counter((b"%d" % i, b"v%d" % i) for i in range(200))
 
 
+async def test_connect_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
+    topic = await new_topic(partitions=2)
+    produced = await _produce(kafka_bootstrap, topic, 30, 2)
+    rows, sizes = spark_setup.connect.call(
+        spark_drivers.stream_to_parquet,
+        kafka_bootstrap,
+        topic,
+        str(tmp_path / "ckpt"),
+        str(tmp_path / "out"),
+        20,
+    )
+    assert sizes == [20, 10]
+    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
+
+
 # ---- checkpoint replay after a driver kill ----------------------------------------------------
 
 
@@ -297,18 +312,3 @@ async def test_checkpoint_replay_after_driver_kill(kafka_bootstrap, new_topic, t
     assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(18)]
     assert sorted(run2) == list(range(1, max(run2) + 1))
     assert max(run2) >= 3  # 36 records at 10 per trigger
-
-
-async def test_connect_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
-    topic = await new_topic(partitions=2)
-    produced = await _produce(kafka_bootstrap, topic, 30, 2)
-    rows, sizes = spark_setup.connect.call(
-        spark_drivers.stream_to_parquet,
-        kafka_bootstrap,
-        topic,
-        str(tmp_path / "ckpt"),
-        str(tmp_path / "out"),
-        20,
-    )
-    assert sizes == [20, 10]
-    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
