@@ -162,73 +162,8 @@ async def _consume_all(bootstrap: str, topic: str, partitions: int) -> list[tupl
         return out
 
 
-# ---- standalone cluster -----------------------------------------------------------------------
-
-
-async def test_cluster_batch_read(spark_setup, kafka_bootstrap, new_topic):
-    topic = await new_topic(partitions=4)
-    produced = await _produce(kafka_bootstrap, topic, 80, 4)
-    rows = spark_setup.classic.call(spark_drivers.read_topic, kafka_bootstrap, topic)
-    assert {tuple(r[1:]) for r in rows} == produced and len(rows) == len(produced)
-    # four tasks on two one-core executors: the first wave is one task on each
-    assert len({r[0] for r in rows}) == 2
-    apps = spark_setup.cluster.state()["activeapps"]
-    assert [a["name"] for a in apps] == ["aiokafka_lite-cluster-tests"]
-
-
-async def test_cluster_batch_write(spark_setup, kafka_bootstrap, new_topic):
-    topic = await new_topic(partitions=3)
-    spark_setup.classic.call(spark_drivers.write_topic, kafka_bootstrap, topic, 500, 4)
-    got = await _consume_all(kafka_bootstrap, topic, 3)
-    want = [(b"%d" % i, b"v%d" % i) for i in range(500)]
-    assert Counter(got) == Counter(want)  # every row once: no loss, no duplicate
-
-
-async def test_cluster_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
-    topic = await new_topic(partitions=3)
-    produced = await _produce(kafka_bootstrap, topic, 45, 3)
-    rows, sizes = spark_setup.classic.call(
-        spark_drivers.stream_to_parquet,
-        kafka_bootstrap,
-        topic,
-        str(tmp_path / "ckpt"),
-        str(tmp_path / "out"),
-        20,
-    )
-    assert sizes == [20, 20, 5]
-    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
-
-
-# ---- Spark Connect ----------------------------------------------------------------------------
-
-
-async def test_connect_batch_read_and_write(spark_setup, kafka_bootstrap, new_topic):
-    src = await new_topic(partitions=2)
-    dst = await new_topic(partitions=2, name=src + "-out")
-    produced = await _produce(kafka_bootstrap, src, 40, 2)
-    rows = spark_setup.connect.call(spark_drivers.read_topic, kafka_bootstrap, src)
-    assert sorted(tuple(r[1:]) for r in rows) == sorted(produced)
-    spark_setup.connect.call(spark_drivers.write_topic, kafka_bootstrap, dst, 200, 3)
-    got = await _consume_all(kafka_bootstrap, dst, 2)
-    assert Counter(got) == Counter((b"%d" % i, b"v%d" % i) for i in range(200))
-
-
-async def test_connect_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
-    topic = await new_topic(partitions=2)
-    produced = await _produce(kafka_bootstrap, topic, 30, 2)
-    rows, sizes = spark_setup.connect.call(
-        spark_drivers.stream_to_parquet,
-        kafka_bootstrap,
-        topic,
-        str(tmp_path / "ckpt"),
-        str(tmp_path / "out"),
-        20,
-    )
-    assert sizes == [20, 10]
-    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
-
-
 # ---- checkpoint replay after a driver kill ----------------------------------------------------
+# First in the module: it runs before the module fixture starts the cluster and the Connect server.
 
 
 def _offsets_log(checkpoint: Path, batch: int) -> dict[int, int]:
@@ -312,3 +247,69 @@ async def test_checkpoint_replay_after_driver_kill(kafka_bootstrap, new_topic, t
     assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(18)]
     assert sorted(run2) == list(range(1, max(run2) + 1))
     assert max(run2) >= 3  # 36 records at 10 per trigger
+
+
+# ---- standalone cluster -----------------------------------------------------------------------
+
+
+async def test_cluster_batch_read(spark_setup, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=4)
+    produced = await _produce(kafka_bootstrap, topic, 80, 4)
+    rows = spark_setup.classic.call(spark_drivers.read_topic, kafka_bootstrap, topic)
+    assert {tuple(r[1:]) for r in rows} == produced and len(rows) == len(produced)
+    # four tasks on two one-core executors: the first wave is one task on each
+    assert len({r[0] for r in rows}) == 2
+    apps = spark_setup.cluster.state()["activeapps"]
+    assert [a["name"] for a in apps] == ["aiokafka_lite-cluster-tests"]
+
+
+async def test_cluster_batch_write(spark_setup, kafka_bootstrap, new_topic):
+    topic = await new_topic(partitions=3)
+    spark_setup.classic.call(spark_drivers.write_topic, kafka_bootstrap, topic, 500, 4)
+    got = await _consume_all(kafka_bootstrap, topic, 3)
+    want = [(b"%d" % i, b"v%d" % i) for i in range(500)]
+    assert Counter(got) == Counter(want)  # every row once: no loss, no duplicate
+
+
+async def test_cluster_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
+    topic = await new_topic(partitions=3)
+    produced = await _produce(kafka_bootstrap, topic, 45, 3)
+    rows, sizes = spark_setup.classic.call(
+        spark_drivers.stream_to_parquet,
+        kafka_bootstrap,
+        topic,
+        str(tmp_path / "ckpt"),
+        str(tmp_path / "out"),
+        20,
+    )
+    assert sizes == [20, 20, 5]
+    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
+
+
+# ---- Spark Connect ----------------------------------------------------------------------------
+
+
+async def test_connect_batch_read_and_write(spark_setup, kafka_bootstrap, new_topic):
+    src = await new_topic(partitions=2)
+    dst = await new_topic(partitions=2, name=src + "-out")
+    produced = await _produce(kafka_bootstrap, src, 40, 2)
+    rows = spark_setup.connect.call(spark_drivers.read_topic, kafka_bootstrap, src)
+    assert sorted(tuple(r[1:]) for r in rows) == sorted(produced)
+    spark_setup.connect.call(spark_drivers.write_topic, kafka_bootstrap, dst, 200, 3)
+    got = await _consume_all(kafka_bootstrap, dst, 2)
+    assert Counter(got) == Counter((b"%d" % i, b"v%d" % i) for i in range(200))
+
+
+async def test_connect_streaming_available_now(spark_setup, kafka_bootstrap, new_topic, tmp_path):
+    topic = await new_topic(partitions=2)
+    produced = await _produce(kafka_bootstrap, topic, 30, 2)
+    rows, sizes = spark_setup.connect.call(
+        spark_drivers.stream_to_parquet,
+        kafka_bootstrap,
+        topic,
+        str(tmp_path / "ckpt"),
+        str(tmp_path / "out"),
+        20,
+    )
+    assert sizes == [20, 10]
+    assert sorted(rows) == sorted((p, o, v) for p, o, _, v in produced)
