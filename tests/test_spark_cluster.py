@@ -103,13 +103,13 @@ def spark_setup(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "spark.executorEnv.PYTHONPATH": python_env()["PYTHONPATH"],
     }
     try:
-        cluster.launch()
-        server.launch()
-        # the driver waits for both executors itself
-        classic_master = classic.submit(
-            spark_drivers.start_classic_session, cluster.master_url, conf, 2
-        )
         try:
+            server.launch()
+            cluster.launch()  # returns when the master listens, with the workers starting
+            # the driver waits for both executors itself
+            classic_master = classic.submit(
+                spark_drivers.start_classic_session, cluster.master_url, conf, 2
+            )
             server.wait_ready()
             cluster.wait_ready()
         except SparkProcessError as exc:

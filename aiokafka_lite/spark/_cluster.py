@@ -67,6 +67,14 @@ def python_env() -> dict[str, str]:
     return env
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 class _Proc:
     """One JVM started through spark-class / spark-submit in its own process group."""
 
@@ -163,15 +171,26 @@ class StandaloneCluster:
         self.launch()
         return self.wait_ready(timeout)
 
-    def launch(self) -> None:
-        """Start the processes without waiting (then :meth:`wait_ready`)."""
+    def launch(self, timeout: float = 60.0) -> None:
+        """Start the master, wait until it listens, start the workers (then :meth:`wait_ready`).
+
+        A worker that finds no master retries its registration only after 2.5-7.5 s (Spark's
+        fuzzed backoff), so starting the workers before the master listens costs seconds.
+        """
         self.port, self.webui_port = free_port(), free_port()
-        self._spark_class(
+        master = self._spark_class(
             "master",
             "org.apache.spark.deploy.master.Master",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--webui-port", str(self.webui_port),
         )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while not _listening(self.port):
+            if not master.running() or time.monotonic() > deadline:
+                self.stop()
+                why = "exited" if not master.running() else f"is not listening after {timeout} s"
+                raise SparkProcessError(f"the Spark master {why}:\n{master.log_tail()}")
+            time.sleep(0.1)
         for i in range(self.workers):
             work = self.dir / f"worker-{i}"
             work.mkdir(exist_ok=True)
@@ -269,17 +288,13 @@ class ConnectServer:
         """Wait until the server accepts connections on its port (stop it and raise if not)."""
         assert self._proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
-            except OSError:
-                pass
+        while not _listening(self.port):
             if not self._proc.running() or time.monotonic() > deadline:
                 tail = self._proc.log_tail()
                 self.stop()
                 raise SparkProcessError(f"the Spark Connect server did not start:\n{tail}")
             time.sleep(0.2)
+        return self
 
     def stop(self) -> None:
         if self._proc is not None:
