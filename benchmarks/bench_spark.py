@@ -1,7 +1,7 @@
 """Spark benchmark: the ``aiokafka_lite`` data source against Spark's own ``kafka`` connector.
 
 Run: python benchmarks/bench_spark.py [--broker apache|tansu|noida] [--bootstrap host:port]
-     [--records N] [--partitions P] [--master local[2]] [--rounds R] [--no-plain]
+     [--records N] [--partitions P] [--master local[2]] [--rounds R] [--no-plain] [--cluster]
 
 Both connectors run in the same SparkSession, on the same broker, in the same run: Spark's
 ``spark-sql-kafka-0-10`` comes from Maven Central (``aiokafka_lite.spark._reference``, jars
@@ -12,6 +12,9 @@ and a 100-byte value, P partitions.
   P-partition topic per connector; the count written is checked afterwards;
 * read: ``read.format(F)`` of one topic (the same for both connectors), materialised with Spark's
   ``noop`` sink (every row reaches the JVM, nothing is written);
+* cluster (``--cluster``, instead of the above): the ``aiokafka_lite`` write and read on a
+  standalone Spark cluster (``aiokafka_lite.spark._cluster``) of one, then two one-core workers;
+  P should be at least 2, one task per core;
 * plain (unless ``--no-plain``): one AIOKafkaProducer / AIOKafkaConsumer in this process, the
   single-process baseline for the same records.
 
@@ -127,9 +130,9 @@ def spark_read(spark: Any, fmt: str, bootstrap: str, topic: str) -> float:
     return time.perf_counter() - t0
 
 
-def spark_count(spark: Any, bootstrap: str, topic: str) -> int:
+def spark_count(spark: Any, bootstrap: str, topic: str, fmt: str = "kafka") -> int:
     return int(
-        spark.read.format("kafka")
+        spark.read.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .load()
@@ -150,6 +153,72 @@ def _start_broker(kind: str) -> tuple[Any, str]:
     return broker, broker.bootstrap
 
 
+def _wait_executors(spark: Any, n: int, timeout: float = 120.0) -> None:
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver + executors
+    deadline = time.monotonic() + timeout
+    while status().size() < n + 1:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{status().size() - 1} of {n} executors registered after {timeout} s")
+        time.sleep(0.1)
+
+
+def cluster_scaling(bootstrap: str, n: int, parts: int, rounds: int) -> None:
+    """``aiokafka_lite`` write and read on a standalone cluster of 1, then 2 one-core workers."""
+    from aiokafka_lite.spark._cluster import StandaloneCluster, python_env
+    from aiokafka_lite.spark._reference import spark_session
+
+    fmt = "aiokafka_lite"
+    med: dict[int, dict[str, float]] = {}
+    for workers in (1, 2):
+        t0 = time.perf_counter()
+        with StandaloneCluster(workers=workers, cores=1, memory="1g") as cluster:
+            spark = spark_session(
+                f"aiokafka_lite-bench-{workers}w",
+                cluster.master_url,
+                reference=False,
+                conf={
+                    "spark.driver.memory": "1g",
+                    "spark.executor.cores": "1",
+                    "spark.executor.memory": "1g",
+                    "spark.executorEnv.PYTHONPATH": python_env()["PYTHONPATH"],
+                },
+            )
+            try:
+                _wait_executors(spark, workers)
+                print(
+                    f"{workers} worker(s) x 1 core: cluster and session up in "
+                    f"{time.perf_counter() - t0:.1f} s"
+                )
+                warm = f"bench-warmup-{uuid.uuid4().hex[:8]}"
+                asyncio.run(_create_topic(bootstrap, warm, parts))
+                spark_write(spark, fmt, bootstrap, warm, 20_000, parts)
+                spark_read(spark, fmt, bootstrap, warm)
+                writes, reads = [], []
+                for r in range(rounds):
+                    topic = f"bench-cluster-{uuid.uuid4().hex[:8]}"
+                    asyncio.run(_create_topic(bootstrap, topic, parts))
+                    writes.append(n / spark_write(spark, fmt, bootstrap, topic, n, parts))
+                    written = spark_count(spark, bootstrap, topic, fmt)
+                    if written != n:
+                        raise SystemExit(f"wrote {written} records, expected {n}")
+                    reads.append(n / spark_read(spark, fmt, bootstrap, topic))
+                    print(f"  round {r + 1}: write {writes[-1]:,.0f}/s, read {reads[-1]:,.0f}/s")
+                med[workers] = {
+                    "write": statistics.median(writes),
+                    "read": statistics.median(reads),
+                }
+            finally:
+                spark.stop()
+    print()
+    print(f"{'rows/s':>16}{'write':>12}{'read':>12}")
+    for workers, m in med.items():
+        print(f"{f'{workers} worker(s)':>16}{m['write']:>12,.0f}{m['read']:>12,.0f}")
+    print(
+        f"{'2 vs 1':>16}{med[2]['write'] / med[1]['write']:>11.2f}x"
+        f"{med[2]['read'] / med[1]['read']:>11.2f}x"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -161,6 +230,11 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-plain", action="store_true", help="skip the single-process baseline")
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="aiokafka_lite only, on a standalone cluster of 1 then 2 one-core workers",
+    )
     args = ap.parse_args()
     n, parts = args.records, args.partitions
 
@@ -171,6 +245,9 @@ def main() -> None:
     if bootstrap is None:
         broker, bootstrap = _start_broker(args.broker)
     try:
+        if args.cluster:
+            cluster_scaling(bootstrap, n, parts, args.rounds)
+            return
         t0 = time.perf_counter()
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         spark = spark_session("aiokafka_lite-bench", args.master)
