@@ -379,3 +379,32 @@ async def test_stop_wakes_a_waiting_getone(kafka_bootstrap: str, new_topic: Any)
     with pytest.raises(Errors.ConsumerStoppedError):
         await asyncio.wait_for(waiter, 5)
     assert await asyncio.wait_for(looper, 5) == 0  # async for just ends
+
+
+async def test_assign_before_start_knows_the_topic_at_start(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """assign() before start(): the bootstrap metadata already answers the assigned topics (as
+    aiokafka's, which loads every topic), so the latest position is looked up at once and a
+    record produced right after start() is consumed. FastStream's ``subscriber(partitions=[...])``
+    creates the topic, starts such a consumer and publishes at once (its test_consume's
+    test_manual_partition_consume): the lookup used to wait for the next metadata refresh
+    (>= retry_backoff_ms later) and answered the offset after that record."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="latest")
+    c.assign([tp])
+    await c.start()
+    try:
+        # known from the bootstrap answer itself, with no refresh in between
+        assert c._client.cluster.leader_for_partition(tp) is not None
+        producer = PeerProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"right-after-start", partition=0)
+        finally:
+            await producer.stop()
+        rec = await asyncio.wait_for(c.getone(), 10)
+        assert (rec.offset, rec.value) == (0, b"right-after-start")
+    finally:
+        await c.stop()
