@@ -408,3 +408,30 @@ async def test_assign_before_start_knows_the_topic_at_start(
         assert (rec.offset, rec.value) == (0, b"right-after-start")
     finally:
         await c.stop()
+
+
+async def test_wait_for_data_wakes_on_the_next_loop_turn() -> None:
+    """A getone()/getmany() waiting for data resumes on the loop turn after the fetch answer
+    (one future with a timer, as aiokafka's fetch waiter; asyncio.wait_for's task per wait took
+    two turns more). FastStream's test_concurrent_consume stops its broker right after
+    publishing and counts the records handed to its workers by then."""
+    from aiokafka_lite.consumer.fetcher import Fetcher
+    from aiokafka_lite.consumer.subscription import SubscriptionState
+
+    fetcher = Fetcher(object(), SubscriptionState())
+    waiter = asyncio.create_task(fetcher.wait_for_data(30))
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    fetcher._data_ready()
+    await asyncio.sleep(0)
+    assert waiter.done()
+    # and the timeout still ends a wait with nothing to hand out
+    fetcher._data.clear()
+    await asyncio.wait_for(fetcher.wait_for_data(0.05), 5)
+    # cancelling a waiter leaves nothing behind
+    waiter = asyncio.create_task(fetcher.wait_for_data(30))
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not fetcher._data_waiters

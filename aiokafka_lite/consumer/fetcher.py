@@ -79,6 +79,10 @@ class Fetcher:
         self._backoff_until: dict[TopicPartition, float] = {}
         self._wake = asyncio.Event()
         self._data = asyncio.Event()
+        # wait_for_data()'s futures, woken with _data: a record reaches getone()/getmany() on
+        # the loop turn after its fetch answer (asyncio.wait_for makes a task per wait on 3.10
+        # and 3.11, two more turns; FastStream hands a record to a worker that much later)
+        self._data_waiters: set[asyncio.Future[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fatal: BaseException | None = None
@@ -100,13 +104,13 @@ class Fetcher:
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
             await asyncio.wait(tasks, timeout=5)
         self._buffers.clear()
-        self._data.set()
+        self._data_ready()
 
     def wake(self) -> None:
         """Ask the planner to look again (called on subscription changes); also wakes a
         waiting getmany() so it sees new errors and pause/resume at once."""
         self._wake.set()
-        self._data.set()
+        self._data_ready()
 
     # -- handing out records ---------------------------------------------------------------
     def drain_one(self) -> Any:
@@ -181,7 +185,7 @@ class Fetcher:
                             f"max_partition_fetch_bytes={self._partition_max_bytes}; raise it"
                         ),
                     )
-                    self._data.set()
+                    self._data_ready()
             else:  # round robin between partitions across calls
                 del buffers[tp]
                 buffers[tp] = buf
@@ -212,12 +216,26 @@ class Fetcher:
                 raise exc
         self._subs.errors = left
 
+    def _data_ready(self) -> None:
+        """A buffer or an error may be available: wake every wait_for_data() now."""
+        self._data.set()
+        waiters, self._data_waiters = self._data_waiters, set()
+        for fut in waiters:
+            _wake_future(fut)
+
     async def wait_for_data(self, timeout: float) -> None:
         """Wait until a buffer or an error may be available, at most ``timeout`` seconds."""
-        if timeout <= 0:
+        if timeout <= 0 or self._data.is_set():
             return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._data.wait(), timeout)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._data_waiters.add(fut)
+        timer = loop.call_later(timeout, _wake_future, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._data_waiters.discard(fut)
 
     def buffered_partitions(self) -> set[TopicPartition]:
         """Partitions with data waiting (for tests and introspection)."""
@@ -238,7 +256,7 @@ class Fetcher:
         except Exception as exc:  # pragma: no cover - a bug: surface it to the caller
             log.exception("fetcher planner crashed")
             self.fatal = exc
-            self._data.set()
+            self._data_ready()
 
     def _plan(self) -> float | None:
         """Start what can be started; return how long to sleep at most."""
@@ -316,7 +334,7 @@ class Fetcher:
                     break
             for tp in positions:
                 self._backoff_partition(tp)
-            self._data.set()
+            self._data_ready()
         finally:
             self._inflight.pop(node, None)
             self._wake.set()
@@ -383,7 +401,7 @@ class Fetcher:
                         subs.set_error(st, exc_cls(f"fetch failed for {tp}"))
                         got_data = True
         if got_data:
-            self._data.set()
+            self._data_ready()
 
     # -- offsets lookup --------------------------------------------------------------------
     async def _reset_positions(self) -> None:
@@ -424,3 +442,8 @@ class Fetcher:
             # KafkaTimeoutError (it waits for it first); the admin keeps the precise class
             raise Errors.KafkaTimeoutError(str(exc)) from exc
         return {tp: (v.offset, v.timestamp) for tp, v in found.items()}
+
+
+def _wake_future(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
