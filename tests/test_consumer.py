@@ -411,27 +411,32 @@ async def test_assign_before_start_knows_the_topic_at_start(
 
 
 async def test_wait_for_data_wakes_on_the_next_loop_turn() -> None:
-    """A getone()/getmany() waiting for data resumes on the loop turn after the fetch answer
-    (one future with a timer, as aiokafka's fetch waiter; asyncio.wait_for's task per wait took
-    two turns more). FastStream's test_concurrent_consume stops its broker right after
-    publishing and counts the records handed to its workers by then."""
+    """A getone()/getmany() waiting for data resumes on the loop turn after the fetch answer,
+    and the planner on the turn after a buffer is drained (one future with a timer per wait, as
+    aiokafka's fetch waiters; asyncio.wait_for's task per wait took two turns more). FastStream's
+    test_concurrent_consume stops its broker right after publishing and counts the records
+    handed to its workers by then."""
     from aiokafka_lite.consumer.fetcher import Fetcher
     from aiokafka_lite.consumer.subscription import SubscriptionState
 
     fetcher = Fetcher(object(), SubscriptionState())
-    waiter = asyncio.create_task(fetcher.wait_for_data(30))
-    await asyncio.sleep(0)
-    assert not waiter.done()
-    fetcher._data_ready()
-    await asyncio.sleep(0)
-    assert waiter.done()
-    # and the timeout still ends a wait with nothing to hand out
-    fetcher._data.clear()
-    await asyncio.wait_for(fetcher.wait_for_data(0.05), 5)
-    # cancelling a waiter leaves nothing behind
-    waiter = asyncio.create_task(fetcher.wait_for_data(30))
-    await asyncio.sleep(0)
-    waiter.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
-    assert not fetcher._data_waiters
+    for signal, wait in (
+        (fetcher._data, fetcher.wait_for_data),
+        (fetcher._wake, fetcher._wake.wait),
+    ):
+        waiter = asyncio.create_task(wait(30))
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        signal.set()
+        await asyncio.sleep(0)
+        assert waiter.done()
+        # and the timeout still ends a wait that nothing wakes
+        signal.clear()
+        await asyncio.wait_for(wait(0.05), 5)
+        # cancelling a waiter leaves nothing behind
+        waiter = asyncio.create_task(wait(30))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert not signal._waiters

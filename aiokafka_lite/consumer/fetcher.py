@@ -16,7 +16,6 @@ the partition and raised to the caller of the next ``getmany``/``getone``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -77,12 +76,8 @@ class Fetcher:
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._resetting: asyncio.Task[None] | None = None
         self._backoff_until: dict[TopicPartition, float] = {}
-        self._wake = asyncio.Event()
-        self._data = asyncio.Event()
-        # wait_for_data()'s futures, woken with _data: a record reaches getone()/getmany() on
-        # the loop turn after its fetch answer (asyncio.wait_for makes a task per wait on 3.10
-        # and 3.11, two more turns; FastStream hands a record to a worker that much later)
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        self._wake = _Signal()  # the planner: look again
+        self._data = _Signal()  # getone()/getmany(): a buffer or an error may be available
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fatal: BaseException | None = None
@@ -104,13 +99,13 @@ class Fetcher:
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
             await asyncio.wait(tasks, timeout=5)
         self._buffers.clear()
-        self._data_ready()
+        self._data.set()
 
     def wake(self) -> None:
         """Ask the planner to look again (called on subscription changes); also wakes a
         waiting getmany() so it sees new errors and pause/resume at once."""
         self._wake.set()
-        self._data_ready()
+        self._data.set()
 
     # -- handing out records ---------------------------------------------------------------
     def drain_one(self) -> Any:
@@ -185,7 +180,7 @@ class Fetcher:
                             f"max_partition_fetch_bytes={self._partition_max_bytes}; raise it"
                         ),
                     )
-                    self._data_ready()
+                    self._data.set()
             else:  # round robin between partitions across calls
                 del buffers[tp]
                 buffers[tp] = buf
@@ -216,26 +211,9 @@ class Fetcher:
                 raise exc
         self._subs.errors = left
 
-    def _data_ready(self) -> None:
-        """A buffer or an error may be available: wake every wait_for_data() now."""
-        self._data.set()
-        waiters, self._data_waiters = self._data_waiters, set()
-        for fut in waiters:
-            _wake_future(fut)
-
     async def wait_for_data(self, timeout: float) -> None:
         """Wait until a buffer or an error may be available, at most ``timeout`` seconds."""
-        if timeout <= 0 or self._data.is_set():
-            return
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._data_waiters.add(fut)
-        timer = loop.call_later(timeout, _wake_future, fut)
-        try:
-            await fut
-        finally:
-            timer.cancel()
-            self._data_waiters.discard(fut)
+        await self._data.wait(timeout)
 
     def buffered_partitions(self) -> set[TopicPartition]:
         """Partitions with data waiting (for tests and introspection)."""
@@ -249,14 +227,13 @@ class Fetcher:
                 delay = self._plan()
                 if delay is None:
                     delay = 1.0
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                await self._wake.wait(delay)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - a bug: surface it to the caller
             log.exception("fetcher planner crashed")
             self.fatal = exc
-            self._data_ready()
+            self._data.set()
 
     def _plan(self) -> float | None:
         """Start what can be started; return how long to sleep at most."""
@@ -334,7 +311,7 @@ class Fetcher:
                     break
             for tp in positions:
                 self._backoff_partition(tp)
-            self._data_ready()
+            self._data.set()
         finally:
             self._inflight.pop(node, None)
             self._wake.set()
@@ -401,7 +378,7 @@ class Fetcher:
                         subs.set_error(st, exc_cls(f"fetch failed for {tp}"))
                         got_data = True
         if got_data:
-            self._data_ready()
+            self._data.set()
 
     # -- offsets lookup --------------------------------------------------------------------
     async def _reset_positions(self) -> None:
@@ -442,6 +419,47 @@ class Fetcher:
             # KafkaTimeoutError (it waits for it first); the admin keeps the precise class
             raise Errors.KafkaTimeoutError(str(exc)) from exc
         return {tp: (v.offset, v.timestamp) for tp, v in found.items()}
+
+
+class _Signal:
+    """A flag to wait on with a timeout, whose waiters resume on the loop turn after set(): one
+    future and a timer per wait, as aiokafka's fetch waiters (asyncio.wait_for over
+    Event.wait() makes a task per wait on Python 3.10/3.11, two loop turns more). Both hops of
+    a record, fetch answer -> getone() and drained buffer -> next fetch request, take one turn:
+    FastStream hands records to its workers sooner (its test_concurrent_consume counts those
+    handed out before it stops the broker right after publishing)."""
+
+    __slots__ = ("_flag", "_waiters")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            _wake_future(fut)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    async def wait(self, timeout: float) -> None:
+        """Return once set (at once if it is), or after ``timeout`` seconds."""
+        if self._flag or timeout <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.add(fut)
+        timer = loop.call_later(timeout, _wake_future, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._waiters.discard(fut)
 
 
 def _wake_future(fut: asyncio.Future[None]) -> None:
