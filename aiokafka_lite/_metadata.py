@@ -3,7 +3,9 @@
 It refreshes every ``metadata_max_age_ms`` and whenever :meth:`MetadataRefresher.request_update`
 asks. Requests made before a refresh starts share one future, resolved with the cluster after
 that refresh succeeds; a request made while a refresh runs gets the next one (the topic list may
-have changed). Refreshes start at least ``retry_backoff_ms`` apart; a failed refresh is retried
+have changed). Refreshes start at least ``retry_backoff_ms`` apart, except the first one after
+the tracked topics grew, which starts at once (as aiokafka's: a producer's first send to a topic
+it has not seen is not held back by a refresh made just before); a failed refresh is retried
 after that backoff and its waiters wait for the next success. Each refresh asks the client's
 least-loaded node for the tracked topics (or every topic when ``need_all_topics``).
 """
@@ -58,6 +60,7 @@ class MetadataRefresher:
         self._future: Waiter | None = None
         self._last_refresh = 0.0
         self._last_attempt = -1e9
+        self._topics_grew = False  # the next refresh asks about a topic not asked about yet
         self._stopped = False
 
     # ---------------------------------------------------------------- topics
@@ -79,6 +82,7 @@ class MetadataRefresher:
         new = set(topics) - self.topics
         if new:
             self.topics |= new
+            self._topics_grew = True
             return self.request_update()
         return self._done_future()
 
@@ -87,7 +91,10 @@ class MetadataRefresher:
         new = set(topics)
         added = new - self.topics
         self.topics = new
-        return self.request_update() if added else self._done_future()
+        if not added:
+            return self._done_future()
+        self._topics_grew = True
+        return self.request_update()
 
     def _done_future(self) -> Waiter:
         fut: Waiter = asyncio.get_running_loop().create_future()
@@ -188,8 +195,9 @@ class MetadataRefresher:
                     except asyncio.TimeoutError:
                         pass
             gap = self._last_attempt + backoff - loop.time()
-            if gap > 0:
+            if gap > 0 and not self._topics_grew:
                 await asyncio.sleep(gap)
+            self._topics_grew = False
             event.clear()
             fut, self._future = self._future, None
             self._last_attempt = loop.time()

@@ -408,6 +408,24 @@ async def test_topics_tracked_before_start_are_in_the_bootstrap_refresh(kafka_bo
         await client.close()
 
 
+async def test_a_new_topic_is_asked_about_at_once(kafka_bootstrap, new_topic):
+    """Refreshes are retry_backoff_ms apart, except the first after the tracked topics grew, as
+    aiokafka's (add_topic forces an update at once): a producer's first send to a topic created
+    after its start is not held back by the refresh made just before (FastStream creates a
+    subscriber's topic at start and publishes to it right after; test_concurrent_consume then
+    saw its first publish take retry_backoff_ms)."""
+    async with KafkaClient(bootstrap_servers=kafka_bootstrap, retry_backoff_ms=5000) as client:
+        topic = await new_topic(2)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await asyncio.wait_for(client.add_topics([topic]), 10)
+        assert loop.time() - t0 < 2.5  # not the 5 s backoff since the bootstrap refresh
+        assert client.cluster.partitions_for_topic(topic) == {0, 1}
+        # a refresh that adds no topic still waits for the backoff
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(client.request_update()), 1)
+
+
 # Tansu works too, but its SIGTERM waits ~5 s for open client connections: noida keeps it fast.
 @pytest.mark.parametrize("kind", ["noida"])
 async def test_survives_broker_restart(kind):

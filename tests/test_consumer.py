@@ -379,3 +379,64 @@ async def test_stop_wakes_a_waiting_getone(kafka_bootstrap: str, new_topic: Any)
     with pytest.raises(Errors.ConsumerStoppedError):
         await asyncio.wait_for(waiter, 5)
     assert await asyncio.wait_for(looper, 5) == 0  # async for just ends
+
+
+async def test_assign_before_start_knows_the_topic_at_start(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """assign() before start(): the bootstrap metadata already answers the assigned topics (as
+    aiokafka's, which loads every topic), so the latest position is looked up at once and a
+    record produced right after start() is consumed. FastStream's ``subscriber(partitions=[...])``
+    creates the topic, starts such a consumer and publishes at once (its test_consume's
+    test_manual_partition_consume): the lookup used to wait for the next metadata refresh
+    (>= retry_backoff_ms later) and answered the offset after that record."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="latest")
+    c.assign([tp])
+    await c.start()
+    try:
+        # known from the bootstrap answer itself, with no refresh in between
+        assert c._client.cluster.leader_for_partition(tp) is not None
+        producer = PeerProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"right-after-start", partition=0)
+        finally:
+            await producer.stop()
+        rec = await asyncio.wait_for(c.getone(), 10)
+        assert (rec.offset, rec.value) == (0, b"right-after-start")
+    finally:
+        await c.stop()
+
+
+async def test_wait_for_data_wakes_on_the_next_loop_turn() -> None:
+    """A getone()/getmany() waiting for data resumes on the loop turn after the fetch answer,
+    and the planner on the turn after a buffer is drained (one future with a timer per wait, as
+    aiokafka's fetch waiters; asyncio.wait_for's task per wait took two turns more). FastStream's
+    test_concurrent_consume stops its broker right after publishing and counts the records
+    handed to its workers by then."""
+    from aiokafka_lite.consumer.fetcher import Fetcher
+    from aiokafka_lite.consumer.subscription import SubscriptionState
+
+    fetcher = Fetcher(object(), SubscriptionState())
+    for signal, wait in (
+        (fetcher._data, fetcher.wait_for_data),
+        (fetcher._wake, fetcher._wake.wait),
+    ):
+        waiter = asyncio.create_task(wait(30))
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        signal.set()
+        await asyncio.sleep(0)
+        assert waiter.done()
+        # and the timeout still ends a wait that nothing wakes
+        signal.clear()
+        await asyncio.wait_for(wait(0.05), 5)
+        # cancelling a waiter leaves nothing behind
+        waiter = asyncio.create_task(wait(30))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert not signal._waiters

@@ -216,10 +216,13 @@ class AIOKafkaConsumer:
             raise Errors.IllegalStateError("consumer was stopped; create a new one")
         if self._started:
             return
-        await self._client.start()
         subs = self._subscription
         wanted = set(subs.topics) | {tp.topic for tp in subs.assignment}
+        # tracked before the bootstrap, so its metadata answer already has them, as aiokafka's
+        # (which loads every topic): a fetcher starting on an assign()ed topic knows its leader
+        # and looks up its position at once (FastStream publishes right after start())
         refresh = self._client.add_topics(sorted(wanted)) if wanted else None
+        await self._client.start()
         self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
         self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
         self._started = True
