@@ -179,6 +179,23 @@ async def test_auto_offset_reset(kafka_bootstrap: str, broker: Any, new_topic: A
             await c.stop()
 
 
+async def test_start_returns_when_a_position_cannot_be_set(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """auto_offset_reset="none", a subscription and no group: start() returns with the error
+    held for the first poll (aiokafka's), not after its 40 s start wait."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 1, linger_ms=0)
+    c = AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, auto_offset_reset="none")
+    try:
+        await asyncio.wait_for(c.start(), 15)  # the start wait is request_timeout_ms (40 s)
+        assert c.assignment() == {TopicPartition(topic, 0)}
+        with pytest.raises(Errors.NoOffsetForPartitionError):
+            await c.getmany(timeout_ms=1000)
+    finally:
+        await c.stop()
+
+
 @pytest.mark.skip_broker("tansu", reason="Tansu answers a fetch past the log end with no error")
 async def test_out_of_range_resets_to_earliest(kafka_bootstrap: str, new_topic: Any) -> None:
     topic = await new_topic(partitions=1)

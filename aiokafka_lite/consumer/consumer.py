@@ -271,7 +271,10 @@ class AIOKafkaConsumer:
             raise exc
         subs = self._subscription
         while subs.missing_positions() or subs.pending_resets():
-            if loop.time() >= deadline or self._closed:
+            # a partition whose position cannot be set (e.g. NoOffsetForPartitionError with
+            # auto_offset_reset="none") holds its error for the next poll: return now, as
+            # aiokafka's start() does, instead of waiting out the start timeout
+            if loop.time() >= deadline or self._closed or subs.errors:
                 return
             await asyncio.sleep(0.01)
 
