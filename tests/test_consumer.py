@@ -179,6 +179,44 @@ async def test_auto_offset_reset(kafka_bootstrap: str, broker: Any, new_topic: A
             await c.stop()
 
 
+async def test_a_slow_reader_of_a_backlog_is_not_held_by_a_long_poll(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """One partition with a backlog, three at their end, fetches of 2 KiB per partition and a
+    long fetch_max_wait_ms: while the application takes a few records at a time, no getmany()
+    comes back empty before the backlog is read. (A fetch for the three idle partitions alone
+    long-polls for fetch_max_wait_ms; the draining partition's next fetch must not queue behind
+    it: no new fetch to a node while a partition it leads still has records, as aiokafka's.)"""
+    topic = await new_topic(partitions=4)
+    producer = PeerProducer(bootstrap_servers=kafka_bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        futs = [await producer.send(topic, b"x" * 100, partition=0) for _ in range(400)]
+        futs += [await producer.send(topic, b"y", partition=p) for p in (1, 2, 3)]
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+    c = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap,
+        fetch_max_wait_ms=20000,
+        max_partition_fetch_bytes=2048,
+    )
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(4)]
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, 0)
+        got = 0
+        while got < 403:
+            batch = await c.getmany(timeout_ms=5000, max_records=7)
+            assert batch, f"getmany() came back empty with {403 - got} records still to read"
+            got += sum(len(r) for r in batch.values())
+            await asyncio.sleep(0.002)  # the application's work
+    finally:
+        await c.stop()
+
+
 async def test_start_returns_when_a_position_cannot_be_set(
     kafka_bootstrap: str, new_topic: Any
 ) -> None:

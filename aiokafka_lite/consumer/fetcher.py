@@ -36,6 +36,9 @@ __all__ = ["Fetcher", "EARLIEST", "LATEST"]
 log = logging.getLogger(__name__)
 
 READ_UNCOMMITTED = 0
+#: how long buffered records of a partition hold back new fetches to its leader (aiokafka's
+#: prefetch_backoff): see Fetcher._plan
+PREFETCH_HOLD_S = 0.1
 READ_COMMITTED = 1
 
 
@@ -76,6 +79,7 @@ class Fetcher:
         self._backoff = retry_backoff_ms / 1000
         self._request_timeout_ms = request_timeout_ms
         self._buffers: dict[TopicPartition, PartitionBuffer] = {}
+        self._buffered_at: dict[TopicPartition, float] = {}  # when each buffer arrived
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._resetting: asyncio.Task[None] | None = None
         self._backoff_until: dict[TopicPartition, float] = {}
@@ -103,6 +107,7 @@ class Fetcher:
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
             await asyncio.wait(tasks, timeout=5)
         self._buffers.clear()
+        self._buffered_at.clear()
         self._data.set()
 
     def wake(self) -> None:
@@ -249,6 +254,18 @@ class Fetcher:
         by_node: dict[int, dict[TopicPartition, int]] = {}
         need_metadata = False
         sleep: float | None = None
+        # As aiokafka's: no new fetch to a node while records of a partition it leads wait
+        # for the application, for at most PREFETCH_HOLD_S after they arrived. A fetch for
+        # the node's other partitions, at their log end, long-polls for fetch_max_wait_ms,
+        # and the partition being drained could not be fetched again before it returns (a
+        # slow consumer of a backlog stalled 0.5 s per buffer near the end of it).
+        held: dict[int, float] = {}
+        for tp in self._buffers:
+            ends = self._buffered_at.get(tp, 0.0) + PREFETCH_HOLD_S
+            if ends > now:
+                leader = cluster.leader_for_partition(tp)
+                if leader is not None and leader >= 0 and ends > held.get(leader, 0.0):
+                    held[leader] = ends
         for tp in subs.fetchable():
             if tp in self._buffers:
                 continue
@@ -263,6 +280,10 @@ class Fetcher:
                 need_metadata = True
                 continue
             if leader in self._inflight:
+                continue
+            hold = held.get(leader)
+            if hold is not None:
+                sleep = min(sleep or hold - now, hold - now)
                 continue
             by_node.setdefault(leader, {})[tp] = subs.assignment[tp].position  # type: ignore[assignment]
         for node, positions in by_node.items():
@@ -361,6 +382,7 @@ class Fetcher:
                         aborted = [
                             (a.producer_id, a.first_offset) for a in (pd.aborted_transactions or ())
                         ]
+                    self._buffered_at[tp] = time.monotonic()
                     self._buffers[tp] = PartitionBuffer(
                         tp,
                         data,
