@@ -338,18 +338,12 @@ class BrokerConnection:
                 raise self._closed_error()
         else:
             self._slots += 1
-        corr = self._next_corr
-        self._next_corr = (corr + 1) & 0x7FFFFFFF
+        fut: asyncio.Future[Any] = loop.create_future()
         try:
-            frame = encode_request(request, version, corr, self.client_id)
+            self._issue(request, cls, version, fut, deadline)
         except BaseException:
             self._release_slot()
             raise
-        fut: asyncio.Future[Any] = loop.create_future()
-        self._pending[corr] = (fut, cls, version, loop.call_at(deadline, self._expire, corr))
-        self._write(frame)
-        if self._observe:
-            self._observe_request(cls, corr, len(frame))
         if self._transport.get_write_buffer_size() > self._high_water:
             try:
                 await self._drain(deadline)
@@ -383,16 +377,26 @@ class BrokerConnection:
         if version is None:
             version = self.version_for(cls)
         ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        self._slots += 1
+        try:
+            self._issue(request, cls, version, _Callback(on_done), loop.time() + ms / 1000)
+        except BaseException:
+            self._release_slot()
+            raise
+        return True
+
+    def _issue(self, request: Any, cls: Any, version: int, waiter: Any, deadline: float) -> None:
+        """Encode ``request`` under the next correlation id, register ``waiter`` (a future, or
+        a :class:`_Callback`) for its answer, due by ``deadline``, and write it. The caller
+        holds an in-flight slot; nothing is registered when encoding fails."""
         corr = self._next_corr
         frame = encode_request(request, version, corr, self.client_id)
         self._next_corr = (corr + 1) & 0x7FFFFFFF
-        self._slots += 1
-        timer = loop.call_at(loop.time() + ms / 1000, self._expire, corr)
-        self._pending[corr] = (_Callback(on_done), cls, version, timer)  # type: ignore[assignment]
+        timer = self._loop.call_at(deadline, self._expire, corr)  # type: ignore[union-attr]
+        self._pending[corr] = (waiter, cls, version, timer)
         self._write(frame)
         if self._observe:
             self._observe_request(cls, corr, len(frame))
-        return True
 
     def _observe_request(self, cls: Any, corr: int, size: int) -> None:
         """Hooks: the request was written (its answer is reported by :meth:`_answered`)."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._signal import Signal
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.ops.fetch import fetch_request
@@ -83,8 +84,8 @@ class Fetcher:
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._resetting: asyncio.Task[None] | None = None
         self._backoff_until: dict[TopicPartition, float] = {}
-        self._wake = _Signal()  # the planner: look again
-        self._data = _Signal()  # getone()/getmany(): a buffer or an error may be available
+        self._wake = Signal()  # the planner: look again
+        self._data = Signal()  # getone()/getmany(): a buffer or an error may be available
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fatal: BaseException | None = None
@@ -456,49 +457,3 @@ class Fetcher:
             # KafkaTimeoutError (it waits for it first); the admin keeps the precise class
             raise Errors.KafkaTimeoutError(str(exc)) from exc
         return {tp: (v.offset, v.timestamp) for tp, v in found.items()}
-
-
-class _Signal:
-    """A flag to wait on with a timeout, whose waiters resume on the loop turn after set(): one
-    future and a timer per wait, as aiokafka's fetch waiters (asyncio.wait_for over
-    Event.wait() makes a task per wait on Python 3.10/3.11, two loop turns more). Both hops of
-    a record, fetch answer -> getone() and drained buffer -> next fetch request, take one turn:
-    FastStream hands records to its workers sooner (its test_concurrent_consume counts those
-    handed out before it stops the broker right after publishing)."""
-
-    __slots__ = ("_flag", "_waiters")
-
-    def __init__(self) -> None:
-        self._flag = False
-        self._waiters: set[asyncio.Future[None]] = set()
-
-    def is_set(self) -> bool:
-        return self._flag
-
-    def set(self) -> None:
-        self._flag = True
-        waiters, self._waiters = self._waiters, set()
-        for fut in waiters:
-            _wake_future(fut)
-
-    def clear(self) -> None:
-        self._flag = False
-
-    async def wait(self, timeout: float) -> None:
-        """Return once set (at once if it is), or after ``timeout`` seconds."""
-        if self._flag or timeout <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._waiters.add(fut)
-        timer = loop.call_later(timeout, _wake_future, fut)
-        try:
-            await fut
-        finally:
-            timer.cancel()
-            self._waiters.discard(fut)
-
-
-def _wake_future(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

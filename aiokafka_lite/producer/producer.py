@@ -384,7 +384,9 @@ class AIOKafkaProducer:
         parts: tuple[list[int], list[int], frozenset[int]],
     ) -> RecordHandle:
         """_send() with on_send hooks: the partition is chosen first (the hooks see it), then
-        the record goes in with the headers the hooks returned."""
+        the record goes in with the headers the hooks returned. The partition choice is the
+        one _append_now makes inline (kept there without a helper call: it is the per-record
+        path of keyed sends)."""
         sticky = None
         if partition is None:
             if key is None and self._sticky is not None:

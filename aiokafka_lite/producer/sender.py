@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._signal import wake_future
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.batch import ProducerBatch
@@ -212,7 +213,7 @@ class Sender:
                 t = time.monotonic()
                 wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - t))
                 self._sleep_until = t + wait
-                timer = loop.call_later(wait, _wake_future, fut)
+                timer = loop.call_later(wait, wake_future, fut)
             try:
                 await fut
             finally:
@@ -710,8 +711,3 @@ def _is_retriable(exc: BaseException) -> bool:
     return bool(getattr(exc, "retriable", False)) or isinstance(
         exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
     )
-
-
-def _wake_future(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
