@@ -744,32 +744,6 @@ async def admin_topics(ctx: Any) -> Any:
     return out
 
 
-async def consumer_slow_reader_of_a_backlog(ctx: Any) -> Any:
-    """A few records at a time from one partition's backlog while three partitions sit at their
-    end, with a long fetch_max_wait_ms: how many getmany() calls come back empty before every
-    record was read (none on aiokafka: a long poll for the idle partitions must not hold the
-    draining partition's next fetch)."""
-    topic = await ctx.topic(4)
-    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, linger_ms=5) as p:
-        futs = [await p.send(topic, b"x" * 100, partition=0) for _ in range(300)]
-        futs += [await p.send(topic, b"y", partition=n) for n in (1, 2, 3)]
-        await asyncio.gather(*futs)
-    tps = [TopicPartition(topic, n) for n in range(4)]
-    async with AIOKafkaConsumer(
-        bootstrap_servers=ctx.bootstrap, fetch_max_wait_ms=20000, max_partition_fetch_bytes=2048
-    ) as c:
-        c.assign(tps)
-        for tp in tps:
-            c.seek(tp, 0)
-        got = empty = 0
-        while got < 303 and empty < 3:
-            batch = await c.getmany(timeout_ms=5000, max_records=7)
-            empty += not batch
-            got += sum(len(r) for r in batch.values())
-            await asyncio.sleep(0.002)
-    return {"read": got, "empty_polls": empty}
-
-
 async def consumer_offset_reset_none(ctx: Any) -> Any:
     """auto_offset_reset="none" without a committed offset: the error reaches the iterator."""
     topic = await ctx.topic(1)
