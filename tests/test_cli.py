@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -372,7 +373,7 @@ def test_bench_produce_json(kafka_bootstrap, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     code = main(
         ["bench", "produce", "-n", "2000", "--progress", "none", "--json", str(out),
-         "--plot", str(png), "--bootstrap", kafka_bootstrap]
+         "--plot", str(png), "--bootstrap", kafka_bootstrap, "--broker-label", "the test broker"]
     )  # fmt: skip
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert code == 0, capsys.readouterr().err
@@ -384,6 +385,19 @@ def test_bench_produce_json(kafka_bootstrap, tmp_path, capsys):
     assert row["records_per_s"] > 0 and row["p50_ms"] is not None
     assert report["runs"][0]["records"] == 2000
     assert report["machine"]["cores"] >= 1
+    assert report["broker"] == {"name": "the test broker", "bootstrap": kafka_bootstrap}
+
+
+@pytest.mark.slow
+def test_demo_names_the_broker_it_started(monkeypatch, capsys):
+    """``make demo`` starts an embedded broker; its comparison names that broker."""
+    monkeypatch.delenv("KAFKA_BOOTSTRAP", raising=False)
+    code = main(["demo", "--records", "500", "--bench-records", "300", "--partitions", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"consumed 500 records .* in [0-9.]+ s: [0-9,]+ records/s", out), out
+    assert "; broker embedded noida;" in out, out
+    assert "broker external" not in out
 
 
 def _wait_connected(pid: int, port: int, timeout: float = 30.0) -> None:

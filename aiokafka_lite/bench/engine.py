@@ -58,6 +58,7 @@ class BenchOptions:
     latency_samples: int = 20_000  # produce --api send: at most this many sampled records
     rounds: int = 1
     bootstrap: str | None = None
+    broker_label: str = "external"  # how the report names a --bootstrap broker
     broker_kind: str = (
         "noida"  # Tansu never wakes a waiting fetch: roundtrip latency = its max wait
     )
@@ -300,7 +301,7 @@ def summarize(clients: list[str], runs: list[dict[str, Any]]) -> dict[str, dict[
 @contextlib.contextmanager
 def _broker(opts: BenchOptions) -> Iterator[tuple[str, str]]:
     if opts.bootstrap:
-        yield opts.bootstrap, "external"
+        yield opts.bootstrap, opts.broker_label
         return
     from aiokafka_lite._embedded import EmbeddedBroker, EmbeddedBrokerError
 

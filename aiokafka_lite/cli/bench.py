@@ -86,6 +86,8 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    help="rounds per client (default: 3 with --compare, else 1)")  # fmt: skip
     r.add_argument("-b", "--bootstrap", default=None, type=bootstrap_servers,
                    help="use this broker (default: start an embedded one)")  # fmt: skip
+    r.add_argument("--broker-label", default="external", metavar="NAME",
+                   help="how the report names the --bootstrap broker (default: %(default)s)")  # fmt: skip
     r.add_argument("--broker", choices=("tansu", "noida"), default="noida",
                    help="embedded broker kind (default: %(default)s; Tansu answers a waiting fetch only "
                    "at its max wait, which dominates roundtrip latency)")  # fmt: skip
@@ -136,6 +138,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         headers=getattr(args, "headers", False),
         rounds=rounds,
         bootstrap=args.bootstrap,
+        broker_label=args.broker_label,
         broker_kind=args.broker,
         timeout_s=args.timeout,
         profile_dir=args.profile,
