@@ -449,18 +449,21 @@ class KafkaClient:
             task.add_done_callback(functools.partial(self._connect_done, key))
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         timeout += self.reconnect_backoff_max_ms / 1000
+        # Each waiter has its own future, completed from the shared connect task: a connect
+        # cancelled by close() completes it with a connection error, so a CancelledError seen
+        # here is always this task's own cancellation and propagates (on every Python: 3.10 has
+        # no Task.cancelling() to tell the two apart afterwards).
+        waiter: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
+        relay = functools.partial(_relay_connect, waiter)
+        task.add_done_callback(relay)
         try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout)
+            return await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             raise Errors.KafkaConnectionError(
                 f"connecting to node {node_id} did not finish within {timeout * 1000:.0f} ms"
             ) from None
-        except asyncio.CancelledError:
-            # Only a connect aborted by close() becomes a connection error, and only when this
-            # task itself is not being cancelled: a cancellation must never be swallowed.
-            if self.closed and task.cancelled() and not _being_cancelled():
-                raise Errors.KafkaConnectionError("client closed") from None
-            raise
+        finally:
+            task.remove_done_callback(relay)
 
     def _connect_done(self, key: tuple[int, str], task: asyncio.Task[BrokerConnection]) -> None:
         if self._connecting.get(key) is task:
@@ -656,11 +659,19 @@ class KafkaClient:
         return set(self._metadata.topics)
 
 
-def _being_cancelled() -> bool:
-    """True if the current task has a pending cancel request (always True before 3.11)."""
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is None or cancelling() > 0
+def _relay_connect(
+    waiter: asyncio.Future[BrokerConnection], task: asyncio.Task[BrokerConnection]
+) -> None:
+    """Complete one connect waiter from the shared connect task; a cancelled connect becomes the
+    connection error close() gives every waiter."""
+    if waiter.done():
+        return
+    if task.cancelled():  # close(), or a failed start() dropping its bootstrap connections
+        waiter.set_exception(Errors.KafkaConnectionError("connect aborted: client closed"))
+    elif (exc := task.exception()) is not None:
+        waiter.set_exception(exc)
+    else:
+        waiter.set_result(task.result())
 
 
 def _now() -> float:

@@ -394,6 +394,33 @@ async def test_close_wakes_senders_waiting_for_connect():
         server.close()
 
 
+async def test_cancelling_one_connect_waiter_cancels_only_it():
+    """The same on every Python (3.10 has no Task.cancelling()): a cancelled waiter ends
+    cancelled, the other waiter of the same connect keeps waiting, and close() turns that wait
+    into a connection error; a waiter cancelled in the same turn as close() ends cancelled."""
+    server = await asyncio.start_server(_hang_forever, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = KafkaClient(bootstrap_servers=f"127.0.0.1:{port}")
+    client.cluster.update_metadata(_fake_metadata({1: port}))
+    try:
+        a, b, c = (
+            asyncio.ensure_future(client.send(1, m.MetadataRequest(topics=[]))) for _ in "abc"
+        )
+        await asyncio.sleep(0.05)  # all three wait for the one connect
+        a.cancel()
+        await asyncio.wait([a], timeout=2)
+        assert a.cancelled()
+        assert not b.done() and not c.done()
+        c.cancel()
+        await client.close()
+        await asyncio.wait([b, c], timeout=2)
+        assert c.cancelled()
+        assert isinstance(b.exception(), Errors.KafkaConnectionError)
+    finally:
+        await client.close()
+        server.close()
+
+
 async def test_topics_tracked_before_start_are_in_the_bootstrap_refresh(kafka_bootstrap, new_topic):
     topic = await new_topic(3)
     client = KafkaClient(bootstrap_servers=kafka_bootstrap)

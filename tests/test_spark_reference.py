@@ -217,10 +217,9 @@ async def test_writes_are_identical(spark, kafka_bootstrap, new_topic):
 
 async def test_topic_column_and_binary_writes_are_identical(spark, kafka_bootstrap, new_topic):
     base = f"tcol{time.time_ns()}"
-    names = {
-        fmt: [await new_topic(partitions=1, name=f"{base}-{fmt}-{j}") for j in range(2)]
-        for fmt in FORMATS
-    }
+    names: dict[str, list[str]] = {}
+    for fmt in FORMATS:  # a loop: Python 3.10 rejects an await in a nested comprehension
+        names[fmt] = [await new_topic(partitions=1, name=f"{base}-{fmt}-{j}") for j in range(2)]
     for fmt, (a, b) in names.items():
         data = [(a if i % 3 else b, b"\x00\xff%d" % i, b"key%d" % i) for i in range(12)]
         df = spark.createDataFrame(data, "topic string, value binary, key binary").coalesce(1)
