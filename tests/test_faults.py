@@ -509,6 +509,33 @@ async def test_transactional_producer_retries_later_sequences_behind_a_lost_requ
     assert values == [b"warm-up"] + [b"%03d" % i for i in range(60)]
 
 
+async def test_transactional_start_retries_an_init_producer_id_that_timed_out(
+    proxy: FaultProxy, broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """The coordinator's answer to InitProducerId comes after request_timeout_ms: as a
+    disconnect, the request is sent again (the Java TransactionManager's behaviour) within
+    max_block_ms, so start() succeeds and the producer's transactions commit."""
+    broker.skip_on("tansu", reason="Tansu does not filter aborted records (read_committed check)")
+    topic = await new_topic(partitions=1)
+    late = proxy.add(Rule(API.INIT_PRODUCER_ID, "delay", seconds=2.5))
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        transactional_id=f"late-init-{topic}",
+        request_timeout_ms=1000,
+        retry_backoff_ms=50,
+        max_block_ms=30000,
+    )
+    try:
+        await asyncio.wait_for(producer.start(), 40)
+        assert late.hits == 1
+        async with producer.transaction():
+            await producer.send_and_wait(topic, b"after a late InitProducerId", partition=0)
+    finally:
+        await producer.stop()
+    values = await read_values(kafka_bootstrap, topic, 1, isolation_level="read_committed")
+    assert values == [b"after a late InitProducerId"]
+
+
 @pytest.mark.parametrize(
     "code",
     [Errors.UnknownProducerId.errno, Errors.OutOfOrderSequenceNumber.errno],

@@ -348,10 +348,10 @@ def test_compression_round_trip_and_bound(codec: int) -> None:
 @pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
 def test_decompression_bomb_is_bounded(codec: int) -> None:
     bomb = compress(codec, bytes(48 * 1024 * 1024))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU spent, not wall time: a loaded machine must not fail it
     with pytest.raises(CorruptRecordException):
         decompress(codec, bomb, max_size=1 << 20)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 def test_xerial_snappy() -> None:

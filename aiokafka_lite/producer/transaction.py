@@ -299,7 +299,10 @@ class TransactionManager:
                 resp = await self.client.send(node, req, group="coordinator")
                 code = error_of(resp)
             except Errors.KafkaError as exc:
-                if not exc.retriable or time.monotonic() + self.retry_backoff > deadline:
+                # a request that timed out closed its connection: like a disconnect, it is
+                # retried at a coordinator looked up again (as the Java TransactionManager does)
+                again = exc.retriable or isinstance(exc, Errors.KafkaTimeoutError)
+                if not again or time.monotonic() + self.retry_backoff > deadline:
                     raise
                 self.coordinator = None
                 group_node = None
