@@ -71,15 +71,14 @@ class Accumulator:
         self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.wakeup: Callable[[], None] = lambda: None
-        #: a batch opened (the sender must look again by the end of its linger)
+        #: a batch opened (the sender must look again by the end of its linger; at linger 0,
+        #: by the end of the current event-loop turn)
         self.batch_opened: Callable[[ProducerBatch], None] = lambda batch: None
         #: a batch of this partition was sealed
         self.wake_sealed: Callable[[TopicPartition], None] = lambda tp: None
         #: a batch just filled up: start its request now; True if one was started
         self.kick: Callable[[], bool] | None = None
         self.sealed_full = False
-        #: linger 0: called with a new batch after its first record; True if it was sent at once
-        self.send_now: Callable[[ProducerBatch], bool] | None = None
         self.closed_error: KafkaError | None = None
         self.flushing = 0
         #: called with (batch, error) whenever a batch fails
@@ -152,8 +151,6 @@ class Accumulator:
             self._release(batch)
             raise
         batch.first_ts = ts
-        if self.send_now is not None:
-            self.send_now(batch)
         return RecordHandle((batch, idx, ts))
 
     async def seal_full(self, batch: ProducerBatch) -> None:
@@ -199,8 +196,7 @@ class Accumulator:
         )
         self.open.setdefault(topic, {})[partition] = batch
         self.incomplete.add(batch)
-        if self.send_now is None:
-            self.batch_opened(batch)
+        self.batch_opened(batch)
         return batch
 
     async def add_user_batch(self, bb: BatchBuilder, topic: str, partition: int) -> RecordHandle:

@@ -95,15 +95,17 @@ class Sender:
         acc.wake_sealed = self.wake_sealed
         acc.fail_hook = self._on_batch_failed
         acc.kick = self._kick
-        if acc.linger == 0 and (txn is None or not txn.transactional):
-            acc.send_now = self.send_now
+        #: linger 0 without transactions: a batch opened is drained at the end of the current
+        #: event-loop turn (_drain_soon), from a callback rather than a loop wake-up
+        self._drain_at_turn_end = acc.linger == 0 and (txn is None or not txn.transactional)
+        self._drain_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="aiokafka_lite-sender"
-        )
+        loop = self._loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="aiokafka_lite-sender")
         self._task.add_done_callback(self._on_task_done)
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
@@ -140,9 +142,24 @@ class Sender:
     def batch_opened(self, batch: ProducerBatch) -> None:
         """A batch opened: the loop must look again by the end of its linger, unless its
         partition has a batch in flight (and only one may be): then the end of that request
-        seals or times it (_drain_now)."""
+        seals or times it (_drain_now). At linger 0 the drain runs at the end of the current
+        event-loop turn (_drain_soon): every record appended in this turn (a burst of
+        concurrent ``send_and_wait()`` calls) shares the batch, as on aiokafka, and a lone
+        record is written one turn later, without waking the loop task."""
         if self.idempotent or batch.tp not in self._tp_in_flight:
-            self.wakeup_at(batch.ready_at)
+            if not self._drain_at_turn_end:
+                self.wakeup_at(batch.ready_at)
+            elif not self._drain_scheduled:
+                loop = self._loop
+                if loop is None:  # not started: the loop runs first when it starts
+                    return
+                self._drain_scheduled = True
+                loop.call_soon(self._drain_soon)
+
+    def _drain_soon(self) -> None:
+        """linger 0: the turn in which batches were opened has ended: seal and drain them."""
+        self._drain_scheduled = False
+        self._drain_direct()
 
     def wake_sealed(self, tp: TopicPartition) -> None:
         """A batch of ``tp`` was sealed. If ``tp`` has a batch in flight (and only one may be),
@@ -243,33 +260,6 @@ class Sender:
                 txn.needs_bump = True
         elif batch.sequence >= 0 and not self._closing:
             self._bump_needed = True
-
-    def send_now(self, batch: ProducerBatch) -> bool:
-        """linger 0: ship a just-opened batch from ``send()`` itself when its partition and
-        node are free (saves a sender wake-up: lower latency). Otherwise it keeps filling."""
-        if self._closing or self._task is None:
-            self.wakeup()
-            return False
-        tp = batch.tp
-        if tp in self._tp_in_flight and not self.idempotent:
-            return False  # the response of the in-flight batch wakes the sender
-        if self.idempotent:
-            txn = self.txn
-            if txn is None or not txn.has_pid or self._bump_needed:
-                self.wakeup()
-                return False
-        leader = self.client.cluster.leader_for_partition(tp)
-        if (
-            leader is None
-            or leader < 0
-            or self._node_in_flight.get(leader, 0) >= self.max_in_flight
-            or not self.client.is_connected(leader)
-        ):
-            self.wakeup()
-            return False
-        self.acc._seal(batch, wake=False)
-        self._drain(time.monotonic())
-        return True
 
     async def _prepare_idempotence(self) -> None:
         txn = self.txn
