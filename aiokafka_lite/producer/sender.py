@@ -84,6 +84,7 @@ class Sender:
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         self._claimed: list[ProducerBatch] | None = None
+        self._leader_unknown = False  # _sendable found a partition without a leader
         #: while the loop sleeps: when its timer fires (None: no timer, idle)
         self._sleep_until: float | None = None
         # batch hooks (see aiokafka_lite.hooks): one truth test per call site when none
@@ -168,7 +169,9 @@ class Sender:
             self.wakeup()
 
     async def close(self, timeout: float) -> None:
-        """Send what is queued (up to ``timeout`` s), then fail what remains and stop."""
+        """Send what is queued (up to ``timeout`` s), then fail what remains with
+        ``ProducerClosed`` (requests in flight are abandoned: their records fail too) and
+        stop."""
         self._closing = True
         self.wakeup()
         task = self._task
@@ -204,7 +207,7 @@ class Sender:
             now = time.monotonic()
             nxt = None
             try:
-                nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+                nxt = acc.seal_ready(now, self._sendable)
                 acc.expire(now)
                 if self.idempotent:
                     await self._prepare_idempotence()
@@ -341,7 +344,8 @@ class Sender:
         by_node: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         next_retry: float | None = None
-        need_metadata = False
+        need_metadata = self._leader_unknown  # an open batch waits for its leader (_sendable)
+        self._leader_unknown = False
         max_if = self.max_in_flight
         for tp, dq in acc.pending.items():
             if not dq:
@@ -423,6 +427,24 @@ class Sender:
             task.add_done_callback(self._requests.discard)
         return next_retry
 
+    def _sendable(self, tp: TopicPartition) -> bool:
+        """Can a batch of ``tp`` go into a request now? (The accumulator seals a ready batch
+        only then: else it keeps filling.) Starts what it waits for: a connect to the leader,
+        or a metadata refresh (by the next _drain) when the leader is unknown."""
+        n_tp = self._tp_in_flight.get(tp, 0)
+        if n_tp and (not self.idempotent or n_tp >= self.max_in_flight):
+            return False  # the end of that request drains it
+        leader = self.client.cluster.leader_for_partition(tp)
+        if leader is None or leader < 0:
+            self._leader_unknown = True
+            return False
+        if self._node_in_flight.get(leader, 0) >= self.max_in_flight:
+            return False  # the end of one of the node's requests drains it
+        if not self.client.is_connected(leader):
+            self._connect(leader)  # wakes the loop when done
+            return False
+        return True
+
     def _connect(self, node: int) -> None:
         """Connect to ``node`` in the background (once at a time); wake the loop when done."""
         if node in self._connects or self._force_close:
@@ -480,7 +502,7 @@ class Sender:
         moved earlier when needed. Sealed batches of a partition with a batch in flight are
         drained when that request ends; those of a busy node when one of its requests ends."""
         acc = self.acc
-        nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+        nxt = acc.seal_ready(now, self._sendable)
         retry = self._drain(now, claim)
         if nxt is not None:
             self.wakeup_at(nxt)
