@@ -358,6 +358,38 @@ async def test_outage_back_pressure_counts_bytes_then_everything_arrives_once_in
         assert mine == sorted(mine)
 
 
+async def test_records_of_a_batch_never_sealed_expire_at_delivery_timeout(
+    proxy: FaultProxy, new_topic: Any
+) -> None:
+    """During an outage a ready batch that cannot go out keeps filling instead of being
+    sealed; its records still fail with KafkaTimeoutError once delivery_timeout_ms has
+    passed (while the producer runs, not only at stop()), and the memory is free again."""
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        linger_ms=0,
+        request_timeout_ms=500,
+        delivery_timeout_ms=3000,
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        proxy.silent = True
+        handles = []
+        for i in range(20):
+            handles.append(await producer.send(topic, b"%d" % i, partition=0))
+            await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        await asyncio.wait_for(asyncio.wait(handles), 20)
+        log.warning("the last records failed %.2f s after the last send", time.monotonic() - t0)
+        for h in handles:
+            assert isinstance(h.exception(), Errors.KafkaTimeoutError), h
+        assert producer._acc.pool.used == 0
+    finally:
+        await producer.stop(timeout=0)
+        proxy.silent = False
+
+
 # -- fetch errors ----------------------------------------------------------------------------
 async def consume_exactly(c: AIOKafkaConsumer, want: int, timeout: float = 30) -> list[Any]:
     """Every record of a drain, checked for duplicates by (partition, offset)."""
