@@ -182,7 +182,9 @@ class RecordTooLargeError(KafkaError):
 
 
 class ProducerClosed(KafkaError):
-    """The producer was stopped; no more records can be sent."""
+    """The producer was stopped: no more records can be sent, and a record not acknowledged
+    when ``stop(timeout=...)`` ran out (Java: "closed forcefully") fails with it (its request
+    may have reached the broker: not confirmed, not known to be lost)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -634,3 +634,106 @@ async def test_transaction_coordinator_killed_during_commit(
     values = [_seq(v) for recs in got.values() for _, v in recs]
     assert len(values) == len(set(values))
     assert set(values) == committed_values
+
+
+# ---- 6. the whole cluster paused: back-pressure by bytes buffered ------------------------------
+
+
+class _ProduceFailures:
+    """Counts Produce requests that got no answer (a hook)."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    def on_response(
+        self,
+        node_id: int | None,
+        api_key: int,
+        api_name: str,
+        latency: float,
+        error: BaseException | None,
+    ) -> None:
+        if api_name == "Produce" and error is not None:
+            self.failed += 1
+
+
+async def test_whole_cluster_paused_send_blocks_on_bytes_then_delivers_once_in_order(
+    apache_cluster: Any,
+) -> None:
+    """Every node paused: an idempotent producer keeps sending small records a few ms apart
+    (each batch lingers out before the next record). send() does not block until the record
+    bytes buffered approach buffer_memory: a lingered-out batch that cannot be sent keeps
+    filling instead of being sealed with a few records, each such batch holding a whole
+    max_batch_size of the budget (the bug: 2,048 records with 32 MiB). After the nodes
+    resume, every accepted record is in the log exactly once, in send order per partition."""
+    cluster = apache_cluster.process
+    bootstrap = apache_cluster.bootstrap
+    partitions = 2
+    topic = await _create_topic(bootstrap, partitions)
+    batch_size = 4096
+    # a few batches stay partly filled: up to max_in_flight requests written before the
+    # outage was noticed, and one open batch per partition
+    budget = 32 * batch_size
+    value_size = 100
+    # readiness: a fresh cluster answers InitProducerId with COORDINATOR_LOAD_IN_PROGRESS for
+    # a while, and the producer under test retries it only for its (short) max_block_ms
+    ready = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await ready.start()
+    await ready.stop()
+    failures = _ProduceFailures()
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        enable_idempotence=True,
+        linger_ms=2,
+        max_batch_size=batch_size,
+        buffer_memory=budget,
+        max_block_ms=1000,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        delivery_timeout_ms=120000,
+        hooks=[failures],
+    )
+    await producer.start()
+    accepted: list[int] = []
+    handles: list[Any] = []
+    try:
+        for p in range(partitions):  # metadata and connections ready before the outage
+            await producer.send_and_wait(topic, b"warm-up".ljust(value_size, b"."), partition=p)
+        for n in cluster.nodes:
+            n.pause()
+        try:
+            # readiness: a Produce request into the outage has timed out (its batch is queued
+            # for a retry, nothing is in flight); bounded apart from what is asserted
+            handles.append(await producer.send(topic, b"v-0".ljust(value_size, b".")))
+            accepted.append(0)
+            await _wait_until("a Produce request timed out", lambda: failures.failed > 0, 30)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            while True:
+                assert loop.time() < deadline, "send() never blocked"
+                assert len(accepted) * value_size <= budget, "more buffered than buffer_memory"
+                assert producer._acc.pool.used <= budget
+                seq = len(accepted)
+                try:
+                    value = (b"v-%d" % seq).ljust(value_size, b".")
+                    handles.append(await producer.send(topic, value))
+                except Errors.KafkaTimeoutError:
+                    break
+                accepted.append(seq)
+                await asyncio.sleep(0.005)  # longer than linger_ms: each batch lingers out
+            buffered = len(accepted) * value_size
+            print(f"\n[cluster] send() blocked after {len(accepted)} records ({buffered} bytes)")
+            assert buffered >= budget // 2, f"blocked with {buffered} of {budget} bytes buffered"
+        finally:
+            await _restore(cluster)
+        await asyncio.wait_for(producer.flush(), 120)
+        assert all(h.exception() is None for h in handles)
+        assert producer._acc.pool.used == 0
+    finally:
+        await producer.stop(timeout=10)
+    got = await _read_all(bootstrap, topic, partitions)
+    seqs_all: list[int] = []
+    for part in range(partitions):
+        seqs = [_seq(v.rstrip(b".")) for _, v in got[part] if not v.startswith(b"warm-up")]
+        assert seqs == sorted(seqs), f"partition {part}: out of send order"
+        seqs_all.extend(seqs)
+    assert sorted(seqs_all) == accepted  # every accepted record exactly once

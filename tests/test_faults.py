@@ -232,6 +232,164 @@ async def test_stop_is_bounded_with_a_silent_broker(
         assert fut.done() and isinstance(fut.exception(), Errors.KafkaError)
 
 
+async def test_producer_stop_timeout_fails_the_undelivered_with_producer_closed(
+    proxy: FaultProxy, new_topic: Any
+) -> None:
+    """stop(timeout=1) with a silent broker returns within a bound far below
+    delivery_timeout_ms / request_timeout_ms; every record not acknowledged (in flight,
+    queued behind it, still open, or a send() blocked on memory) fails with ProducerClosed;
+    the records acknowledged before stay acknowledged; the buffer memory is all free."""
+    topic = await new_topic(partitions=2)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        linger_ms=0,
+        request_timeout_ms=60000,
+        delivery_timeout_ms=120000,
+        max_batch_size=1024,
+        buffer_memory=8 * 1024,
+        max_block_ms=60000,
+    )
+    await producer.start()
+    try:
+        acked = [await producer.send(topic, b"ok-%d" % i, partition=i % 2) for i in range(6)]
+        await asyncio.wait_for(producer.flush(), 30)
+        proxy.silent = True
+        pending: list[Any] = []
+
+        async def fill() -> None:  # until send() blocks on the full buffer
+            while True:
+                pending.append(await producer.send(topic, b"x" * 100, partition=len(pending) % 2))
+
+        blocked = asyncio.create_task(fill())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while not producer._acc.pool.has_waiters:  # readiness, bounded apart from the assertion
+            assert loop.time() < deadline, "send() never blocked on the full buffer"
+            await asyncio.sleep(0.01)
+        t0 = time.monotonic()
+        await asyncio.wait_for(producer.stop(timeout=1), 30)
+        took = time.monotonic() - t0
+    finally:
+        await producer.stop(timeout=0)
+        proxy.silent = False
+    assert took < 8, f"stop(timeout=1) took {took:.1f} s"
+    assert len(pending) > 10
+    for fut in acked:
+        assert fut.done() and fut.exception() is None
+    for fut in pending:
+        assert fut.done() and isinstance(fut.exception(), Errors.ProducerClosed), fut
+    with pytest.raises(Errors.ProducerClosed):
+        await asyncio.wait_for(blocked, 5)
+    assert producer._acc.pool.used == 0
+    with pytest.raises(Errors.IllegalArgumentError):
+        await producer.stop(timeout=-1)
+
+
+async def test_outage_back_pressure_counts_bytes_then_everything_arrives_once_in_order(
+    proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """The only broker is a black hole; a producer keeps sending small records, a few ms
+    apart, each lingering out before the next. send() does not block until the bytes
+    buffered approach buffer_memory (the lingered-out batches keep filling instead of each
+    reserving a whole batch: before, it blocked after buffer_memory / max_batch_size
+    batches of a few records). After recovery every accepted record is delivered exactly
+    once, in send order per partition, and the buffer memory is free again."""
+    topic = await new_topic(partitions=2)
+    batch_size = 4096
+    budget = 32 * batch_size
+    value_size = 100
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        linger_ms=2,
+        max_batch_size=batch_size,
+        buffer_memory=budget,
+        max_block_ms=300,
+        # requests into the silence time out quickly: the batches are queued for a retry
+        # while the leader's connection is down (not in flight), as in a whole-cluster outage
+        request_timeout_ms=300,
+    )
+    await producer.start()
+    accepted: list[bytes] = []
+    handles: list[Any] = []
+    try:
+        await producer.send_and_wait(topic, b"warm-up".ljust(value_size, b"."), partition=0)
+        await producer.send_and_wait(topic, b"warm-up".ljust(value_size, b"."), partition=1)
+        proxy.silent = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        blocked = False
+        while not blocked:
+            assert loop.time() < deadline, "send() never blocked"
+            assert len(accepted) * value_size <= budget, "more bytes buffered than buffer_memory"
+            value = b"%08d" % len(accepted)
+            try:
+                handles.append(await producer.send(topic, value.ljust(value_size, b".")))
+            except Errors.KafkaTimeoutError:
+                blocked = True
+            else:
+                accepted.append(value)
+                await asyncio.sleep(0.003)  # longer than linger_ms: each batch lingers out
+            assert producer._acc.pool.used <= budget
+        buffered = len(accepted) * value_size
+        log.warning("send() blocked after %d records (%d bytes)", len(accepted), buffered)
+        # the record bytes alone (not counting per-record overhead) fill most of the budget
+        assert buffered >= budget // 2, f"blocked with only {buffered} of {budget} bytes buffered"
+        proxy.silent = False
+        await proxy.cut_all()  # the requests written into the silence are lost: retried
+        await asyncio.wait_for(producer.flush(), 60)
+        assert all(h.exception() is None for h in handles)
+        assert producer._acc.pool.used == 0
+    finally:
+        proxy.silent = False
+        await producer.stop(timeout=0)
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        got = await consume_exactly(consumer, len(accepted) + 2, timeout=60)
+    finally:
+        await consumer.stop()
+    values = [r.value[:8] for r in got if not r.value.startswith(b"warm-up")]
+    assert sorted(values) == accepted  # each exactly once
+    for p in (0, 1):  # in send order within each partition
+        mine = [r.value[:8] for r in sorted(got, key=lambda r: r.offset) if r.partition == p]
+        mine = [v for v in mine if v != b"warm-up."]
+        assert mine == sorted(mine)
+
+
+async def test_records_of_a_batch_never_sealed_expire_at_delivery_timeout(
+    proxy: FaultProxy, new_topic: Any
+) -> None:
+    """During an outage a ready batch that cannot go out keeps filling instead of being
+    sealed; its records still fail with KafkaTimeoutError once delivery_timeout_ms has
+    passed (while the producer runs, not only at stop()), and the memory is free again."""
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=proxy.bootstrap,
+        linger_ms=0,
+        request_timeout_ms=500,
+        delivery_timeout_ms=3000,
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"warm-up", partition=0)
+        proxy.silent = True
+        handles = []
+        for i in range(20):
+            handles.append(await producer.send(topic, b"%d" % i, partition=0))
+            await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        await asyncio.wait_for(asyncio.wait(handles), 20)
+        log.warning("the last records failed %.2f s after the last send", time.monotonic() - t0)
+        for h in handles:
+            assert isinstance(h.exception(), Errors.KafkaTimeoutError), h
+        assert producer._acc.pool.used == 0
+    finally:
+        await producer.stop(timeout=0)
+        proxy.silent = False
+
+
 # -- fetch errors ----------------------------------------------------------------------------
 async def consume_exactly(c: AIOKafkaConsumer, want: int, timeout: float = 30) -> list[Any]:
     """Every record of a drain, checked for duplicates by (partition, offset)."""

@@ -514,3 +514,63 @@ async def test_send_many_bulk_path(kafka_bootstrap: str, new_topic) -> None:
     p2 = [r for r in got if r.partition == 2][:2000]
     assert [r.value for r in p2] == values
     assert list(p2[0].headers) == [("h", b"1")]
+
+
+class _ProduceCounter:
+    """Counts Produce requests written and the batches they carried (a hook)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.batches: list[tuple[int, int]] = []  # (partition, records) per batch sent
+
+    def on_request_sent(self, node_id: int | None, api_key: int, api_name: str, size: int) -> None:
+        if api_name == "Produce":
+            self.requests += 1
+
+    def on_batch_sent(
+        self, topic: str, partition: int, records: int, size: int, queue_time: float, attempt: int
+    ) -> None:
+        self.batches.append((partition, records))
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+async def test_linger0_sends_of_one_turn_share_a_batch(
+    kafka_bootstrap: str, new_topic, idempotent: bool
+) -> None:
+    """linger 0: send_and_wait() calls started in one event-loop turn (asyncio.gather) go out
+    as one batch per partition, in one Produce request per leader (aiokafka batches them
+    too); a lone send_and_wait() afterwards is still its own request."""
+    topic = await new_topic(partitions=3)
+    counter = _ProduceCounter()
+    async with AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap,
+        linger_ms=0,
+        enable_idempotence=idempotent,
+        hooks=[counter],
+    ) as producer:
+        for p in range(3):  # metadata known, connection open, nothing in flight after this
+            await producer.send_and_wait(topic, b"warm-up", partition=p)
+        leaders = {
+            producer.client.cluster.leader_for_partition(TopicPartition(topic, p)) for p in range(3)
+        }
+        before_requests, before_batches = counter.requests, len(counter.batches)
+        n = 30
+        mds = await asyncio.wait_for(
+            asyncio.gather(
+                *(producer.send_and_wait(topic, b"%d" % i, partition=i % 3) for i in range(n))
+            ),
+            30,
+        )
+        assert counter.requests - before_requests == len(leaders)
+        assert sorted(counter.batches[before_batches:]) == [(0, 10), (1, 10), (2, 10)]
+        for p in range(3):  # one batch: consecutive offsets in send order
+            offs = [md.offset for i, md in enumerate(mds) if i % 3 == p]
+            assert offs == list(range(offs[0], offs[0] + 10))
+        before_requests = counter.requests
+        await asyncio.wait_for(producer.send_and_wait(topic, b"alone", partition=0), 30)
+        assert counter.requests - before_requests == 1
+        assert counter.batches[-1] == (0, 1)
+    got = await read_back(kafka_bootstrap, topic, n + 4, partitions=3)
+    assert sorted(r.value for r in got if r.value not in (b"warm-up", b"alone")) == sorted(
+        b"%d" % i for i in range(n)
+    )

@@ -4,10 +4,15 @@ Records are appended straight into an open :class:`ProducerBatch` (one record-ba
 partition). A batch has ONE asyncio future; each record gets a light :class:`RecordHandle`
 (batch, index, timestamp) that resolves to its own :class:`RecordMetadata` from the batch result.
 
-Life of a batch: *open* (accepting records) -> *sealed* (full, lingered out, flushed or memory is
-short; queued per partition in ``pending``) -> *in flight* (drained by the sender) -> done, or
-back to the front of ``pending`` for a retry. Memory reserved when it opened is released when its
-future resolves.
+Life of a batch: *open* (accepting records) -> *sealed* (full, or ready and about to be drained;
+queued per partition in ``pending``) -> *in flight* (drained by the sender) -> done, or back to
+the front of ``pending`` for a retry. A batch that is ready (lingered out, flushed, memory short)
+but cannot go out now (leader unknown or unreachable, partition or node busy, an older batch
+queued) stays open and keeps filling, as the Java client appends to the newest batch until it
+is full or drained: during an outage records pile up in full batches, so ``send()`` blocks on
+the bytes buffered, not on the number of lingered-out batches. Memory reserved when a batch
+opened is released exactly once, when its future resolves (acknowledged, failed, expired,
+aborted at close).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Container
+from collections.abc import Callable
 
 from aiokafka_lite.errors import KafkaError, KafkaTimeoutError
 from aiokafka_lite.producer.batch import (
@@ -71,15 +76,14 @@ class Accumulator:
         self.pending: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.incomplete: set[ProducerBatch] = set()
         self.wakeup: Callable[[], None] = lambda: None
-        #: a batch opened (the sender must look again by the end of its linger)
+        #: a batch opened (the sender must look again by the end of its linger; at linger 0,
+        #: by the end of the current event-loop turn)
         self.batch_opened: Callable[[ProducerBatch], None] = lambda batch: None
         #: a batch of this partition was sealed
         self.wake_sealed: Callable[[TopicPartition], None] = lambda tp: None
         #: a batch just filled up: start its request now; True if one was started
         self.kick: Callable[[], bool] | None = None
         self.sealed_full = False
-        #: linger 0: called with a new batch after its first record; True if it was sent at once
-        self.send_now: Callable[[ProducerBatch], bool] | None = None
         self.closed_error: KafkaError | None = None
         self.flushing = 0
         #: called with (batch, error) whenever a batch fails
@@ -152,8 +156,6 @@ class Accumulator:
             self._release(batch)
             raise
         batch.first_ts = ts
-        if self.send_now is not None:
-            self.send_now(batch)
         return RecordHandle((batch, idx, ts))
 
     async def seal_full(self, batch: ProducerBatch) -> None:
@@ -199,8 +201,7 @@ class Accumulator:
         )
         self.open.setdefault(topic, {})[partition] = batch
         self.incomplete.add(batch)
-        if self.send_now is None:
-            self.batch_opened(batch)
+        self.batch_opened(batch)
         return batch
 
     async def add_user_batch(self, bb: BatchBuilder, topic: str, partition: int) -> RecordHandle:
@@ -230,9 +231,8 @@ class Accumulator:
 
     # ---- sealing and draining ----------------------------------------------------------------
 
-    def _seal(self, batch: ProducerBatch, wake: bool = True) -> None:
-        if batch.sealed:
-            return
+    def _close_for_appends(self, batch: ProducerBatch) -> None:
+        """No more records go into ``batch``: it leaves ``open`` (sealed, counted)."""
         batch.sealed = True
         if batch.builder is not None and not batch.user_batch:
             batch.count = batch.builder.record_count
@@ -240,6 +240,12 @@ class Accumulator:
         parts = self.open.get(tp.topic)
         if parts is not None and parts.get(tp.partition) is batch:
             del parts[tp.partition]
+
+    def _seal(self, batch: ProducerBatch, wake: bool = True) -> None:
+        if batch.sealed:
+            return
+        self._close_for_appends(batch)
+        tp = batch.tp
         dq = self.pending.get(tp)
         if dq is None:
             dq = self.pending[tp] = deque()
@@ -247,26 +253,27 @@ class Accumulator:
         if wake:
             self.wake_sealed(tp)
 
-    def seal_ready(self, now: float, busy: Container[TopicPartition] = ()) -> float | None:
-        """Seal open batches whose linger elapsed (all of them when flushing or memory is short).
+    def seal_ready(self, now: float, sendable: Callable[[TopicPartition], bool]) -> float | None:
+        """Seal the open batches that go out now, for the sender to drain at once: ready
+        (linger elapsed; any age when flushing, closing or memory is short), with no sealed
+        batch of their partition queued before them, and ``sendable(tp)`` (the sender can put
+        a batch of ``tp`` into a request now). The others stay open and keep filling.
 
-        Batches of ``busy`` partitions (a batch in flight that must complete first) stay open
-        to keep filling, unless forced. Returns the earliest ``ready_at`` among batches still
-        open and not busy, or None.
+        Returns the earliest ``ready_at`` among batches not ready yet, or None.
         """
         force = self.flushing > 0 or self.pool.has_waiters or self.closed_error is not None
+        pending = self.pending
         nxt: float | None = None
         to_seal: list[ProducerBatch] = []
         for parts in self.open.values():
             for batch in parts.values():
-                if not force and busy and batch.tp in busy:
-                    continue
-                if force or batch.ready_at <= now:
+                if not force and batch.ready_at > now:
+                    if nxt is None or batch.ready_at < nxt:
+                        nxt = batch.ready_at
+                elif not pending.get(batch.tp) and sendable(batch.tp):
                     to_seal.append(batch)
-                elif nxt is None or batch.ready_at < nxt:
-                    nxt = batch.ready_at
         for batch in to_seal:
-            self._seal(batch)
+            self._seal(batch, wake=False)
         return nxt
 
     def requeue(self, batch: ProducerBatch, retry_at: float) -> None:
@@ -321,17 +328,21 @@ class Accumulator:
             self.pool.release(batch.reserved)
 
     def expire(self, now: float) -> None:
-        """Fail queued (not in-flight) batches whose delivery timeout passed."""
+        """Fail open and queued (not in-flight) batches whose delivery timeout passed."""
+        expired = [b for parts in self.open.values() for b in parts.values() if b.deadline <= now]
+        for batch in expired:  # open: older than anything queued after it (never in flight)
+            self._close_for_appends(batch)
+            self._fail_batch(batch, self._expired_error(batch))
         for dq in self.pending.values():
             while dq and dq[0].deadline <= now and not dq[0].in_flight:
                 batch = dq.popleft()
-                self._fail_batch(
-                    batch,
-                    KafkaTimeoutError(
-                        f"batch for {batch.tp.topic}-{batch.tp.partition} expired after "
-                        f"{self.delivery_timeout * 1000:.0f} ms (delivery_timeout_ms)"
-                    ),
-                )
+                self._fail_batch(batch, self._expired_error(batch))
+
+    def _expired_error(self, batch: ProducerBatch) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"batch for {batch.tp.topic}-{batch.tp.partition} expired after "
+            f"{self.delivery_timeout * 1000:.0f} ms (delivery_timeout_ms)"
+        )
 
     def abort_undrained(self, exc: BaseException) -> None:
         """Fail every batch that has not been handed to the sender yet."""

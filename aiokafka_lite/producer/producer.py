@@ -232,12 +232,24 @@ class AIOKafkaProducer:
         self._sender.start()
         self._update_gate()
 
-    async def stop(self) -> None:
-        """Deliver what is buffered (up to ``delivery_timeout_ms``), then close.
+    async def stop(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered, then close (Java's ``close(Duration)``).
 
-        Records that could not be delivered have their futures failed (``ProducerClosed``
-        or the broker's error); none are dropped silently.
+        ``timeout=None`` waits while records can still be delivered: each record fails once
+        its ``delivery_timeout_ms`` has passed, as during any outage (aiokafka fails records
+        after ``request_timeout_ms`` instead; see the README's differences table).
+        ``timeout`` (seconds, >= 0) bounds the wait: what is not acknowledged by then fails
+        with :class:`~aiokafka_lite.errors.ProducerClosed` (a record whose request was
+        already written may still be in the log: it was not confirmed). Either way no record
+        is dropped silently: each future resolves, with its metadata or an error, and the
+        buffer memory is free again.
         """
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0
+        ):
+            raise Errors.IllegalArgumentError(
+                f"stop(timeout=...) takes seconds >= 0 or None, got {timeout!r}"
+            )
         if self._closed:
             return
         self._closed = True
@@ -247,7 +259,9 @@ class AIOKafkaProducer:
         self._acc.pool.fail_waiters(closed)
         if self._started:
             try:
-                await self._sender.close(self._delivery_timeout_ms / 1000)
+                await self._sender.close(
+                    self._delivery_timeout_ms / 1000 if timeout is None else timeout
+                )
             finally:
                 await self.client.close()
         else:
@@ -600,7 +614,7 @@ class AIOKafkaProducer:
                 i += 1
             if st is not None and st[1] is None:
                 st[1] = batch
-            if batch.sealed:  # linger 0: the batch went out with its first record
+            if batch.sealed:  # closed for appends meanwhile (e.g. expired): open another
                 continue
             builder = batch.builder
             first = builder.record_count

@@ -84,6 +84,7 @@ class Sender:
         self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         self._claimed: list[ProducerBatch] | None = None
+        self._leader_unknown = False  # _sendable found a partition without a leader
         #: while the loop sleeps: when its timer fires (None: no timer, idle)
         self._sleep_until: float | None = None
         # batch hooks (see aiokafka_lite.hooks): one truth test per call site when none
@@ -95,15 +96,17 @@ class Sender:
         acc.wake_sealed = self.wake_sealed
         acc.fail_hook = self._on_batch_failed
         acc.kick = self._kick
-        if acc.linger == 0 and (txn is None or not txn.transactional):
-            acc.send_now = self.send_now
+        #: linger 0 without transactions: a batch opened is drained at the end of the current
+        #: event-loop turn (_drain_soon), from a callback rather than a loop wake-up
+        self._drain_at_turn_end = acc.linger == 0 and (txn is None or not txn.transactional)
+        self._drain_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name="aiokafka_lite-sender"
-        )
+        loop = self._loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="aiokafka_lite-sender")
         self._task.add_done_callback(self._on_task_done)
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
@@ -140,9 +143,24 @@ class Sender:
     def batch_opened(self, batch: ProducerBatch) -> None:
         """A batch opened: the loop must look again by the end of its linger, unless its
         partition has a batch in flight (and only one may be): then the end of that request
-        seals or times it (_drain_now)."""
+        seals or times it (_drain_now). At linger 0 the drain runs at the end of the current
+        event-loop turn (_drain_soon): every record appended in this turn (a burst of
+        concurrent ``send_and_wait()`` calls) shares the batch, as on aiokafka, and a lone
+        record is written one turn later, without waking the loop task."""
         if self.idempotent or batch.tp not in self._tp_in_flight:
-            self.wakeup_at(batch.ready_at)
+            if not self._drain_at_turn_end:
+                self.wakeup_at(batch.ready_at)
+            elif not self._drain_scheduled:
+                loop = self._loop
+                if loop is None:  # not started: the loop runs first when it starts
+                    return
+                self._drain_scheduled = True
+                loop.call_soon(self._drain_soon)
+
+    def _drain_soon(self) -> None:
+        """linger 0: the turn in which batches were opened has ended: seal and drain them."""
+        self._drain_scheduled = False
+        self._drain_direct()
 
     def wake_sealed(self, tp: TopicPartition) -> None:
         """A batch of ``tp`` was sealed. If ``tp`` has a batch in flight (and only one may be),
@@ -151,7 +169,9 @@ class Sender:
             self.wakeup()
 
     async def close(self, timeout: float) -> None:
-        """Send what is queued (up to ``timeout`` s), then fail what remains and stop."""
+        """Send what is queued (up to ``timeout`` s), then fail what remains with
+        ``ProducerClosed`` (requests in flight are abandoned: their records fail too) and
+        stop."""
         self._closing = True
         self.wakeup()
         task = self._task
@@ -187,7 +207,7 @@ class Sender:
             now = time.monotonic()
             nxt = None
             try:
-                nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+                nxt = acc.seal_ready(now, self._sendable)
                 acc.expire(now)
                 if self.idempotent:
                     await self._prepare_idempotence()
@@ -243,33 +263,6 @@ class Sender:
                 txn.needs_bump = True
         elif batch.sequence >= 0 and not self._closing:
             self._bump_needed = True
-
-    def send_now(self, batch: ProducerBatch) -> bool:
-        """linger 0: ship a just-opened batch from ``send()`` itself when its partition and
-        node are free (saves a sender wake-up: lower latency). Otherwise it keeps filling."""
-        if self._closing or self._task is None:
-            self.wakeup()
-            return False
-        tp = batch.tp
-        if tp in self._tp_in_flight and not self.idempotent:
-            return False  # the response of the in-flight batch wakes the sender
-        if self.idempotent:
-            txn = self.txn
-            if txn is None or not txn.has_pid or self._bump_needed:
-                self.wakeup()
-                return False
-        leader = self.client.cluster.leader_for_partition(tp)
-        if (
-            leader is None
-            or leader < 0
-            or self._node_in_flight.get(leader, 0) >= self.max_in_flight
-            or not self.client.is_connected(leader)
-        ):
-            self.wakeup()
-            return False
-        self.acc._seal(batch, wake=False)
-        self._drain(time.monotonic())
-        return True
 
     async def _prepare_idempotence(self) -> None:
         txn = self.txn
@@ -351,7 +344,8 @@ class Sender:
         by_node: dict[int, list[ProducerBatch]] = {}
         sizes: dict[int, int] = {}
         next_retry: float | None = None
-        need_metadata = False
+        need_metadata = self._leader_unknown  # an open batch waits for its leader (_sendable)
+        self._leader_unknown = False
         max_if = self.max_in_flight
         for tp, dq in acc.pending.items():
             if not dq:
@@ -433,6 +427,24 @@ class Sender:
             task.add_done_callback(self._requests.discard)
         return next_retry
 
+    def _sendable(self, tp: TopicPartition) -> bool:
+        """Can a batch of ``tp`` go into a request now? (The accumulator seals a ready batch
+        only then: else it keeps filling.) Starts what it waits for: a connect to the leader,
+        or a metadata refresh (by the next _drain) when the leader is unknown."""
+        n_tp = self._tp_in_flight.get(tp, 0)
+        if n_tp and (not self.idempotent or n_tp >= self.max_in_flight):
+            return False  # the end of that request drains it
+        leader = self.client.cluster.leader_for_partition(tp)
+        if leader is None or leader < 0:
+            self._leader_unknown = True
+            return False
+        if self._node_in_flight.get(leader, 0) >= self.max_in_flight:
+            return False  # the end of one of the node's requests drains it
+        if not self.client.is_connected(leader):
+            self._connect(leader)  # wakes the loop when done
+            return False
+        return True
+
     def _connect(self, node: int) -> None:
         """Connect to ``node`` in the background (once at a time); wake the loop when done."""
         if node in self._connects or self._force_close:
@@ -490,7 +502,7 @@ class Sender:
         moved earlier when needed. Sealed batches of a partition with a batch in flight are
         drained when that request ends; those of a busy node when one of its requests ends."""
         acc = self.acc
-        nxt = acc.seal_ready(now, () if self.idempotent else self._tp_in_flight)
+        nxt = acc.seal_ready(now, self._sendable)
         retry = self._drain(now, claim)
         if nxt is not None:
             self.wakeup_at(nxt)

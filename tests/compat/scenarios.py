@@ -141,6 +141,51 @@ async def _produce(ctx: Any, topic: str, n: int, partition: int | None = None, *
             )
 
 
+async def producer_linger0_same_turn_batch(ctx: Any) -> Any:
+    """linger 0: send_and_wait() calls started in one event-loop turn (asyncio.gather, e.g.
+    FastStream's concurrent publishes) share one record batch per partition; a lone call
+    afterwards is a batch of its own. Seen in the log by a neutral reader (_batch_counts)."""
+    topic = await ctx.topic(2)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap, linger_ms=0) as p:
+        for part in range(2):
+            await p.send_and_wait(topic, b"warm-up", partition=part)
+        mds = await asyncio.gather(
+            *(p.send_and_wait(topic, b"%d" % i, partition=i % 2) for i in range(10))
+        )
+        await p.send_and_wait(topic, b"alone", partition=0)
+    return {
+        "offsets": [(md.partition, md.offset) for md in mds],
+        "records_per_batch": await _batch_counts(ctx.bootstrap, topic, 2),
+    }
+
+
+async def _batch_counts(bootstrap: str, topic: str, partitions: int) -> dict[int, list[int]]:
+    """The record count of each record batch in the log, per partition, read with
+    aiokafka_lite's low-level client in both runs (aiokafka's consumer does not show batches)."""
+    from aiokafka_lite.client import KafkaClient
+    from aiokafka_lite.ops.fetch import fetch_request
+    from aiokafka_lite.records.reader import iter_batches
+    from aiokafka_lite.structs import TopicPartition as LiteTP
+
+    client = KafkaClient(bootstrap_servers=bootstrap)
+    await client.start()
+    try:
+        await client.wait_for_topic(topic, 10000)
+        out: dict[int, list[int]] = {}
+        for part in range(partitions):
+            tp = LiteTP(topic, part)
+            leader = client.cluster.leader_for_partition(tp)
+            req = fetch_request(
+                {tp: 0}, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, partition_max_bytes=1 << 20
+            )
+            resp = await client.send(leader, req)
+            records = resp.responses[0].partitions[0].records
+            out[part] = [b.record_count for b in iter_batches(records)]
+        return out
+    finally:
+        await client.close()
+
+
 # ---------------------------------------------------------------------------- consumer
 
 
