@@ -514,3 +514,39 @@ async def test_reauthentication_keeps_pipelined_requests_in_order(broker):
     print(
         f"\n{issued} requests, {conn.reauthentications} re-authentications, slowest {slowest * 1000:.0f} ms"
     )
+
+
+async def test_refused_reauthentication_closes_with_the_brokers_error(broker):
+    """A token refused at re-authentication closes the connection with that error (the
+    client then reconnects, and a refused token surfaces as on any connect)."""
+    kafka = _need_apache(broker)
+    from aiokafka_lite._apache import REAUTH_MS
+    from aiokafka_lite.conn import BrokerConnection
+    from aiokafka_lite.protocol import messages as m
+
+    class GoodThenExpired(aiokafka_lite.abc.AbstractTokenProvider):
+        calls = 0
+
+        async def token(self) -> str:
+            self.calls += 1
+            return unsecured_jws(lifetime=3600 if self.calls == 1 else -60)
+
+    host, port = kafka.reauth_bootstrap.split(",")[0].rsplit(":", 1)
+    provider = GoodThenExpired()
+    conn = BrokerConnection(
+        host,
+        int(port),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=provider,
+    )
+    await conn.connect(10000)
+    await conn.send(m.MetadataRequest(topics=[]))
+    deadline = time.monotonic() + REAUTH_MS / 1000 + 10
+    while not conn.closed and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert conn.closed and provider.calls == 2
+    assert isinstance(conn.close_reason, Errors.SaslAuthenticationFailed)
+    assert "invalid_token" in str(conn.close_reason)
+    with pytest.raises(Errors.KafkaConnectionError):
+        await conn.send(m.MetadataRequest(topics=[]))
