@@ -313,12 +313,15 @@ async def test_oidc_provider_errors_are_clear_and_bounded():
 
 
 class Counter(Hook):
-    """Counts connects, disconnects and SaslHandshake requests (one per (re-)authentication)."""
+    """Counts connects, disconnects and SaslHandshake requests (one per (re-)authentication),
+    and records failed requests and the slowest Produce."""
 
     def __init__(self) -> None:
         self.connects = 0
         self.disconnects: list[BaseException | None] = []
         self.handshakes = 0
+        self.failed: list[tuple[str, BaseException]] = []
+        self.slowest_produce = 0.0
 
     def on_connect(self, node_id: int | None, host: str, port: int, purpose: str) -> None:
         self.connects += 1
@@ -331,6 +334,19 @@ class Counter(Hook):
     def on_request_sent(self, node_id: int | None, api_key: int, api_name: str, size: int) -> None:
         if api_name == "SaslHandshake":
             self.handshakes += 1
+
+    def on_response(
+        self,
+        node_id: int | None,
+        api_key: int,
+        api_name: str,
+        latency: float,
+        error: BaseException | None,
+    ) -> None:
+        if error is not None:
+            self.failed.append((api_name, error))
+        if api_name == "Produce":
+            self.slowest_produce = max(self.slowest_produce, latency)
 
     @property
     def reauths(self) -> int:
@@ -428,6 +444,7 @@ async def test_reauthentication_soak(broker, new_topic, mechanism):
         await asyncio.wait_for(asyncio.gather(prod, consume()), SOAK_S + 30)
         elapsed = time.monotonic() - t0
         disconnects = p_hooks.disconnects + c_hooks.disconnects
+        failed = p_hooks.failed + c_hooks.failed
     finally:
         await consumer.stop()
         await producer.stop()
@@ -436,9 +453,11 @@ async def test_reauthentication_soak(broker, new_topic, mechanism):
         f"\nSOAK {mechanism}: {elapsed:.1f} s, sessions of {REAUTH_MS} ms, "
         f"{reauths} re-authentications (producer {p_hooks.reauths}, consumer {c_hooks.reauths}), "
         f"{sent} records, {p_hooks.connects + c_hooks.connects} connects, "
-        f"{len(disconnects)} disconnects during the run"
+        f"{len(disconnects)} disconnects and {len(failed)} failed requests during the run, "
+        f"slowest Produce {p_hooks.slowest_produce * 1000:.0f} ms"
     )
     assert disconnects == []
+    assert failed == []  # not even a request retried behind the application's back
     assert received == list(range(sent))
     # every connection lived through several sessions: the producer's and the consumer's
     # connections each re-authenticated about every REAUTH_MS - 1 s
