@@ -219,6 +219,7 @@ class TokenEndpoint:
         self.chunked = False
         self.silent = False
         self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
 
     @property
     def url(self) -> str:
@@ -233,9 +234,15 @@ class TokenEndpoint:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
-        await self._server.wait_closed()
+        for task in self._handlers:  # a silent answer never ends by itself
+            task.cancel()
+        # Python 3.12+ waits for the connections' handlers too
+        await asyncio.wait_for(self._server.wait_closed(), 10)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode()
             headers = {
@@ -275,6 +282,7 @@ class TokenEndpoint:
             writer.write(head_out.encode() + framed)
             await writer.drain()
         finally:
+            self._handlers.discard(task)
             writer.close()
 
 
