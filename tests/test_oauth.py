@@ -577,3 +577,151 @@ async def test_refused_reauthentication_closes_with_the_brokers_error(broker):
     assert "invalid_token" in str(conn.close_reason)
     with pytest.raises(Errors.KafkaConnectionError):
         await conn.send(m.MetadataRequest(topics=[]))
+
+
+# --------------------------------------------------------- OIDC with signatures (JWKS)
+
+
+class _RsaKey:
+    """An RSA key made by the openssl command; RS256 (RSASSA-PKCS1-v1_5, SHA-256) signing in
+    pure Python, so the test needs no cryptography package."""
+
+    _SHA256_INFO = bytes.fromhex("3031300d060960864801650304020105000420")
+
+    def __init__(self, workdir: Any) -> None:
+        import re
+        import subprocess
+
+        pem = workdir / "idp.key"
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(pem), "2048"], check=True, capture_output=True
+        )
+        text = subprocess.run(
+            ["openssl", "rsa", "-in", str(pem), "-noout", "-text"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+        def field(name: str) -> int:
+            m = re.search(rf"^{name}:\s*\n((?:\s+[0-9a-f:]+\n)+)", text, re.M)
+            assert m, name
+            return int(re.sub(r"[\s:]", "", m.group(1)), 16)
+
+        self.n, self.d = field("modulus"), field("privateExponent")
+        self.e = int(re.search(r"publicExponent: (\d+)", text).group(1))  # type: ignore[union-attr]
+        self.size = (self.n.bit_length() + 7) // 8
+
+    def jwk(self, kid: str) -> dict[str, str]:
+        def b64(i: int) -> str:
+            raw = i.to_bytes((i.bit_length() + 7) // 8, "big")
+            return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+        return {
+            "kty": "RSA",
+            "use": "sig",
+            "alg": "RS256",
+            "kid": kid,
+            "n": b64(self.n),
+            "e": b64(self.e),
+        }
+
+    def jwt(self, kid: str, claims: dict[str, Any]) -> str:
+        import hashlib
+
+        signing_input = f"{_b64url({'alg': 'RS256', 'typ': 'JWT', 'kid': kid})}.{_b64url(claims)}"
+        digest = self._SHA256_INFO + hashlib.sha256(signing_input.encode()).digest()
+        em = b"\x00\x01" + b"\xff" * (self.size - len(digest) - 3) + b"\x00" + digest
+        sig = pow(int.from_bytes(em, "big"), self.d, self.n).to_bytes(self.size, "big")
+        return f"{signing_input}.{base64.urlsafe_b64encode(sig).decode().rstrip('=')}"
+
+
+async def test_oidc_signed_tokens_checked_by_the_broker_against_jwks(broker, tmp_path, monkeypatch):
+    """The issue's "OIDC for real": an identity provider run by the test (a token endpoint
+    handing out RS256-signed JWTs and its JWKS), an Apache Kafka whose OAUTHBEARER listener
+    verifies signatures through sasl.oauthbearer.jwks.endpoint.url, and OIDCTokenProvider
+    fetching tokens: produce works; a token signed by another key is refused."""
+    _need_apache(broker)
+    import http.server
+    import threading
+
+    from aiokafka_lite._apache import ApacheKafka
+
+    key, stranger = _RsaKey(tmp_path), _RsaKey(tmp_path)
+    issued: list[str] = []
+    sign_with = [key]
+
+    class Idp(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, doc: dict[str, Any]) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send(200, {"keys": [key.jwk("k1")]})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            now = int(time.time())
+            claims = {
+                "iss": base,
+                "aud": "kafka-cluster",
+                "sub": "orders-service",
+                "iat": now,
+                "exp": now + 600,
+                "scope": "kafka",
+            }
+            token = sign_with[0].jwt("k1", claims)
+            issued.append(token)
+            self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": 600})
+
+    idp = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Idp)
+    threading.Thread(target=idp.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{idp.server_address[1]}"
+    # Kafka 4 only fetches URLs a JVM system property allows; the java launcher reads this
+    monkeypatch.setenv(
+        "JDK_JAVA_OPTIONS", f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={base}/jwks"
+    )
+    kafka = ApacheKafka(
+        extra_config={
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            ),
+            "sasl.oauthbearer.jwks.endpoint.url": f"{base}/jwks",
+            # Kafka 4.4 requires the audience (and checks the issuer when given)
+            "sasl.oauthbearer.expected.audience": "kafka-cluster",
+            "sasl.oauthbearer.expected.issuer": base,
+        }
+    )
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, kafka.start)
+        monkeypatch.delenv("JDK_JAVA_OPTIONS")
+        provider = OIDCTokenProvider(f"{base}/token", "orders-service", "secret", scope="kafka")
+        producer = aiokafka_lite.AIOKafkaProducer(
+            request_timeout_ms=15000, **_oauth(kafka.sasl_bootstrap, provider)
+        )
+        await producer.start()
+        try:
+            md = await producer.send_and_wait("jwks-topic", b"signed")
+            assert md.offset == 0
+        finally:
+            await producer.stop()
+        assert len(issued) == 1
+
+        sign_with[0] = stranger  # same kid, another key: the signature does not verify
+        bad = aiokafka_lite.AIOKafkaProducer(
+            request_timeout_ms=15000,
+            **_oauth(kafka.sasl_bootstrap, OIDCTokenProvider(f"{base}/token", "x", "y")),
+        )
+        with pytest.raises(Errors.KafkaConnectionError, match="invalid_token"):
+            await bad.start()
+        await bad.stop()
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, kafka.stop)
+        idp.shutdown()
