@@ -1,17 +1,29 @@
 """SASL authentication for :class:`~aiokafka_lite.conn.BrokerConnection`.
 
 Runs after ApiVersions: SaslHandshake (choose the mechanism) then one or more
-SaslAuthenticate round trips carrying the mechanism's tokens. Mechanisms: ``PLAIN`` and
-``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` (RFC 5802 / RFC 7677). :class:`ScramClient` is sans-I/O.
+SaslAuthenticate round trips carrying the mechanism's tokens. Mechanisms: ``PLAIN``,
+``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` (RFC 5802 / RFC 7677) and ``OAUTHBEARER`` (RFC 7628,
+KIP-255). The message building is sans-I/O (:class:`ScramClient`, :class:`OAuthBearerClient`,
+:func:`oauthbearer_client_response`); :func:`prepare` does the I/O a mechanism needs before the
+exchange (awaiting the token provider) and :func:`exchange` runs the round trips through the
+connection, returning the session lifetime the broker granted (``session_lifetime_ms``,
+SaslAuthenticate v1+, 0 when the session does not expire).
+
+The same two steps re-authenticate an open connection (KIP-368): the connection calls
+:func:`prepare` while its traffic goes on, then holds new requests for the duration of
+:func:`exchange` only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
+import re
 import secrets
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from . import errors as Errors
 from .protocol import messages as m
@@ -19,9 +31,25 @@ from .protocol import messages as m
 if TYPE_CHECKING:
     from .conn import BrokerConnection
 
-__all__ = ["authenticate", "ScramClient", "MECHANISMS"]
+__all__ = [
+    "MECHANISMS",
+    "OAuthBearerClient",
+    "PlainClient",
+    "ScramClient",
+    "authenticate",
+    "exchange",
+    "oauthbearer_client_response",
+    "prepare",
+]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+#: RFC 7628 section 3.1: ``key = 1*(ALPHA)``, ``value = *(VCHAR / SP / HTAB / CR / LF)``
+_KEY = re.compile(r"[A-Za-z]+")
+_VALUE = re.compile(r"[\x21-\x7E \t\r\n]*")
+#: RFC 6750 b64token, the bearer token's syntax
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+_KVSEP = "\x01"
 
 
 class ScramClient:
@@ -94,8 +122,122 @@ def _parse(text: str) -> dict[str, str]:
     return out
 
 
-async def authenticate(conn: BrokerConnection, deadline: float) -> None:
-    """Run SaslHandshake + SaslAuthenticate on a freshly negotiated connection."""
+def oauthbearer_client_response(
+    kvpairs: Iterable[tuple[str, str]], authzid: str | None = None
+) -> bytes:
+    """RFC 7628 ``client-resp``: the GS2 header then ``key=value`` pairs, each ended by 0x01,
+    then a final 0x01. Keys must be letters, values printable (VCHAR, SP, HTAB, CR, LF);
+    raises ``IllegalArgumentError`` otherwise."""
+    if authzid is None:
+        header = "n,,"
+    else:
+        name = authzid.replace("=", "=3D").replace(",", "=2C")
+        header = f"n,a={name},"
+    out = [header, _KVSEP]
+    for key, value in kvpairs:
+        if not _KEY.fullmatch(key):
+            raise Errors.IllegalArgumentError(
+                f"OAUTHBEARER key {key!r} is invalid: RFC 7628 keys are letters only"
+            )
+        if not isinstance(value, str) or not _VALUE.fullmatch(value):
+            raise Errors.IllegalArgumentError(
+                f"OAUTHBEARER value for {key!r} is invalid: printable characters only"
+            )
+        out += [key, "=", value, _KVSEP]
+    out.append(_KVSEP)
+    return "".join(out).encode()
+
+
+class PlainClient:
+    """PLAIN (RFC 4616): one message, no authorization id."""
+
+    mechanism = "PLAIN"
+
+    def __init__(self, username: str, password: str) -> None:
+        self._msg = b"\0" + username.encode() + b"\0" + password.encode()
+
+    def first_message(self) -> bytes:
+        """The only message."""
+        return self._msg
+
+    def next_message(self, server: bytes) -> bytes | None:
+        """Nothing follows."""
+        return None
+
+
+class _ScramExchange:
+    """Drives :class:`ScramClient` through the two round trips."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism = mechanism
+        self._scram = ScramClient(mechanism, username, password)
+        self._step = 0
+
+    def first_message(self) -> bytes:
+        return self._scram.first_message()
+
+    def next_message(self, server: bytes) -> bytes | None:
+        self._step += 1
+        if self._step == 1:
+            return self._scram.final_message(server)
+        self._scram.verify_server_final(server)
+        return None
+
+
+class OAuthBearerClient:
+    """The client side of OAUTHBEARER (RFC 7628) as Kafka speaks it (KIP-255, KIP-342).
+
+    ``first_message()`` is ``n,,\x01auth=Bearer <token>\x01<ext>=<value>\x01...\x01``. The broker
+    answers success with empty bytes; it answers a refused token with an error challenge (a
+    JSON document such as ``{"status":"invalid_token"}``), to which the client must reply with
+    a lone 0x01 (RFC 7628 3.2.3) so that the broker fails the exchange with its error message:
+    ``next_message`` returns that 0x01 and :meth:`refusal` the challenge. A token that is not an
+    RFC 6750 b64token, or an extension named ``auth``, raises ``IllegalArgumentError``.
+    """
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, token: str, extensions: Mapping[str, Any] | None = None) -> None:
+        if not isinstance(token, str) or not _B64TOKEN.fullmatch(token):
+            raise Errors.IllegalArgumentError(
+                "the token provider returned "
+                + (f"a {type(token).__name__}" if not isinstance(token, str) else "a token")
+                + " that is not a bearer token (RFC 6750 b64token: letters, digits, -._~+/ "
+                "then '=' padding)"
+            )
+        ext = {str(k): str(v) for k, v in (extensions or {}).items()}
+        if "auth" in ext:
+            raise Errors.IllegalArgumentError("'auth' is reserved: not a valid extension name")
+        self._msg = oauthbearer_client_response([("auth", f"Bearer {token}"), *ext.items()])
+        self._challenge: bytes | None = None
+
+    def first_message(self) -> bytes:
+        """The client's initial response."""
+        return self._msg
+
+    def next_message(self, server: bytes) -> bytes | None:
+        """None when ``server`` is the empty success answer; 0x01 after an error challenge."""
+        if self._challenge is not None:
+            # the broker must fail the exchange after our 0x01; it did not
+            raise Errors.SaslAuthenticationFailed(self.refusal())
+        if not server:
+            return None
+        self._challenge = bytes(server)
+        return _KVSEP.encode()
+
+    def refusal(self, error_message: str | None = None) -> str:
+        """The error message for a refused token: the broker's final error message, else its
+        error challenge (Apache Kafka sends the same JSON document in both)."""
+        text = error_message or (self._challenge or b"").decode("utf-8", "replace")
+        return f"the broker refused the OAUTHBEARER token: {text}"
+
+
+Exchange = Any  # PlainClient | _ScramExchange | OAuthBearerClient
+
+
+async def prepare(conn: BrokerConnection, deadline: float) -> Exchange:
+    """Everything a mechanism needs before its exchange; awaits the token provider (bounded by
+    ``deadline``: a provider that raises or hangs gives a KafkaError)."""
     mechanism = (conn.sasl_mechanism or "PLAIN").upper()
     if mechanism not in MECHANISMS:
         raise Errors.UnsupportedSaslMechanismError(
@@ -103,28 +245,54 @@ async def authenticate(conn: BrokerConnection, deadline: float) -> None:
         )
     user = conn.sasl_plain_username or ""
     password = conn.sasl_plain_password or ""
-
-    async def call(request: object) -> object:
-        return await conn.send(request, timeout_ms=conn._remaining_ms(deadline))
-
-    hs = await call(m.SaslHandshakeRequest(mechanism=mechanism))
-    if hs.error_code:  # type: ignore[attr-defined]
-        raise Errors.for_code(hs.error_code)(  # type: ignore[attr-defined]
-            f"SASL mechanism {mechanism} rejected; broker enables {hs.mechanisms}"  # type: ignore[attr-defined]
-        )
-
-    async def step(token: bytes) -> bytes:
-        resp = await call(m.SaslAuthenticateRequest(auth_bytes=token))
-        if resp.error_code:  # type: ignore[attr-defined]
-            raise Errors.for_code(resp.error_code)(  # type: ignore[attr-defined]
-                resp.error_message or "SASL authentication failed"  # type: ignore[attr-defined]
-            )
-        return bytes(resp.auth_bytes or b"")  # type: ignore[attr-defined]
-
     if mechanism == "PLAIN":
-        await step(b"\0" + user.encode() + b"\0" + password.encode())
-        return
-    scram = ScramClient(mechanism, user, password)
-    server_first = await step(scram.first_message())
-    server_final = await step(scram.final_message(server_first))
-    scram.verify_server_final(server_final)
+        return PlainClient(user, password)
+    if mechanism.startswith("SCRAM-"):
+        return _ScramExchange(mechanism, user, password)
+    provider = conn.sasl_oauth_token_provider
+    if provider is None:
+        raise Errors.KafkaConfigurationError("OAUTHBEARER needs sasl_oauth_token_provider")
+    timeout = conn._remaining_ms(deadline) / 1000
+    try:
+        token = await asyncio.wait_for(provider.token(), timeout)
+        extensions = (
+            provider.extensions() if callable(getattr(provider, "extensions", None)) else {}
+        )
+    except asyncio.TimeoutError:
+        raise Errors.KafkaTimeoutError(
+            f"sasl_oauth_token_provider.token() did not return within {timeout * 1000:.0f} ms"
+        ) from None
+    except Errors.KafkaError:
+        raise
+    except Exception as exc:
+        raise Errors.AuthenticationFailedError(
+            f"sasl_oauth_token_provider failed: {exc!r}"
+        ) from exc
+    return OAuthBearerClient(token, extensions)
+
+
+async def exchange(conn: BrokerConnection, ex: Exchange, deadline: float) -> int:
+    """SaslHandshake then the SaslAuthenticate round trips of ``ex``; returns the broker's
+    ``session_lifetime_ms`` (0: the session does not expire)."""
+    hs = await conn._sasl_send(m.SaslHandshakeRequest(mechanism=ex.mechanism), deadline)
+    if hs.error_code:
+        raise Errors.for_code(hs.error_code)(
+            f"SASL mechanism {ex.mechanism} rejected; broker enables {hs.mechanisms}"
+        )
+    token: bytes | None = ex.first_message()
+    lifetime = 0
+    while token is not None:
+        resp = await conn._sasl_send(m.SaslAuthenticateRequest(auth_bytes=token), deadline)
+        if resp.error_code:
+            message = resp.error_message or "SASL authentication failed"
+            if isinstance(ex, OAuthBearerClient) and ex._challenge is not None:
+                message = ex.refusal(resp.error_message)
+            raise Errors.for_code(resp.error_code)(message)
+        lifetime = int(resp.session_lifetime_ms or 0) or lifetime
+        token = ex.next_message(bytes(resp.auth_bytes or b""))
+    return lifetime
+
+
+async def authenticate(conn: BrokerConnection, deadline: float) -> int:
+    """:func:`prepare` then :func:`exchange` on a freshly negotiated connection."""
+    return await exchange(conn, await prepare(conn, deadline), deadline)

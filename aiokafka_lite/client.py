@@ -30,6 +30,7 @@ from typing import Any
 
 from . import errors as Errors
 from ._metadata import MetadataRefresher
+from .auth import AbstractTokenProvider
 from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
 from .hooks import ClientInfo, HookSet
@@ -86,9 +87,11 @@ def check_security_args(
     sasl_mechanism: str | None,
     sasl_plain_username: str | None,
     sasl_plain_password: str | None,
+    sasl_oauth_token_provider: object = None,
 ) -> None:
     """Refuse inconsistent security settings at construction, with aiokafka's rules and
-    exception class (ValueError)."""
+    exception class (ValueError). aiokafka checks the OAUTHBEARER provider when it opens a
+    connection (start()); this checks it at construction already."""
     if security_protocol not in SECURITY_PROTOCOLS:
         raise ValueError(
             "`security_protocol` should be SSL or PLAINTEXT (or SASL_PLAINTEXT, SASL_SSL), "
@@ -107,6 +110,18 @@ def check_security_args(
             )
         if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
             raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
+        if mechanism == "OAUTHBEARER" and not isinstance(
+            sasl_oauth_token_provider, AbstractTokenProvider
+        ):
+            raise ValueError(
+                "sasl_oauth_token_provider needs to be provided implementing "
+                "aiokafka_lite.abc.AbstractTokenProvider"
+                + (
+                    f" (got {type(sasl_oauth_token_provider).__name__})"
+                    if sasl_oauth_token_provider is not None
+                    else ""
+                )
+            )
 
 
 class KafkaClient:
@@ -131,6 +146,7 @@ class KafkaClient:
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: AbstractTokenProvider | None = None,
         allow_auto_topic_creation: bool = True,
         hooks: HookSet | Iterable[object] | None = None,
     ) -> None:
@@ -138,7 +154,12 @@ class KafkaClient:
         aiokafka_lite extension), or the :class:`~aiokafka_lite.hooks.HookSet` a producer or
         consumer made; this client reports connections and requests to them."""
         check_security_args(
-            security_protocol, ssl_context, sasl_mechanism, sasl_plain_username, sasl_plain_password
+            security_protocol,
+            ssl_context,
+            sasl_mechanism,
+            sasl_plain_username,
+            sasl_plain_password,
+            sasl_oauth_token_provider,
         )
         # kept as given (a generator read once) for the ``_bootstrap_servers`` compat view
         self._bootstrap_given: str | list[str] = (
@@ -168,6 +189,7 @@ class KafkaClient:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
             hooks=hooks,
         )
         self.cluster = ClusterMetadata()

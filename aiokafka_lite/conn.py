@@ -17,12 +17,18 @@ Invariants (the ones a reader of this file needs to trust it):
   or corrupt size never allocates.
 * Wire versions are chosen here, per request class, from the broker's ApiVersions answer:
   ``min(client max, broker max)``; code above never sees a version number.
+* Re-authentication (KIP-368) happens here, invisibly to code above: when the broker grants a
+  session lifetime (SaslAuthenticate v1+), a timer re-runs the SASL exchange on the same stream
+  before the session ends (see :meth:`BrokerConnection._reauthenticate`). Requests issued
+  while SaslHandshake/SaslAuthenticate are on the wire are held, in order, and written right
+  after them; requests already in flight are answered normally (the broker answers in order).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import ssl
 import struct
 from collections import deque
@@ -114,6 +120,7 @@ class BrokerConnection:
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
         on_close: CloseCallback | None = None,
         hooks: HookSet | None = None,
     ) -> None:
@@ -135,6 +142,14 @@ class BrokerConnection:
         self.sasl_mechanism = sasl_mechanism
         self.sasl_plain_username = sasl_plain_username
         self.sasl_plain_password = sasl_plain_password
+        self.sasl_oauth_token_provider = sasl_oauth_token_provider
+        #: requests issued while a re-authentication exchange is on the wire, in order:
+        #: (request, class, version, waiter or None for expect_response=False, deadline)
+        self._held: list[tuple[Any, Any, int, Any, float]] | None = None
+        self._reauth_handle: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        #: completed re-authentications (KIP-368) of this connection
+        self.reauthentications = 0
         self._on_close = on_close
         # hook tuples (see hooks.py): each call site is one truth test when none is registered
         self._h_connect = hooks.on_connect if hooks is not None else ()
@@ -236,17 +251,20 @@ class BrokerConnection:
         except (AttributeError, NotImplementedError):  # pragma: no cover - exotic transports
             pass
         self.last_activity = loop.time()
+        lifetime_ms, auth_start = 0, 0.0
         try:
             await self._negotiate_versions(deadline)
             if self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 from ._sasl import authenticate
 
-                await authenticate(self, deadline)
+                auth_start = loop.time()
+                lifetime_ms = await authenticate(self, deadline)
         except BaseException as exc:
             self.close(exc if isinstance(exc, Errors.KafkaError) else None)
             raise
         self._connected = True
         self._schedule_idle_check()
+        self._schedule_reauth(lifetime_ms, auth_start)
 
     def _fail_connect(self) -> None:
         self._closed = True
@@ -322,6 +340,9 @@ class BrokerConnection:
         )
 
         if not expect_response:
+            if self._held is not None:  # re-authenticating: written right after it
+                self._held.append((request, cls, version, None, deadline))
+                return None
             corr = self._next_corr
             self._next_corr = (corr + 1) & 0x7FFFFFFF
             frame = encode_request(request, version, corr, self.client_id)
@@ -388,7 +409,12 @@ class BrokerConnection:
     def _issue(self, request: Any, cls: Any, version: int, waiter: Any, deadline: float) -> None:
         """Encode ``request`` under the next correlation id, register ``waiter`` (a future, or
         a :class:`_Callback`) for its answer, due by ``deadline``, and write it. The caller
-        holds an in-flight slot; nothing is registered when encoding fails."""
+        holds an in-flight slot; nothing is registered when encoding fails. While a
+        re-authentication is on the wire the request is held instead (:meth:`_release_held`
+        issues it, in order, right after)."""
+        if self._held is not None:
+            self._held.append((request, cls, version, waiter, deadline))
+            return
         corr = self._next_corr
         frame = encode_request(request, version, corr, self.client_id)
         self._next_corr = (corr + 1) & 0x7FFFFFFF
@@ -670,6 +696,16 @@ class BrokerConnection:
         for w in waiters:
             if not w.done():
                 w.set_exception(self._closed_error())
+        held, self._held = self._held, None
+        for _req, _cls, _v, waiter, _deadline in held or ():
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(self._closed_error())
+        if self._reauth_handle is not None:
+            self._reauth_handle.cancel()
+            self._reauth_handle = None
+        task, self._reauth_task = self._reauth_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -696,6 +732,111 @@ class BrokerConnection:
         lost = self._lost
         if lost is not None and self._transport is not None and not lost.done():
             await asyncio.wait([lost], timeout=timeout)
+
+    # -------------------------------------------------------- re-authentication
+
+    async def _sasl_send(self, request: Any, deadline: float) -> Any:
+        """Send a SaslHandshake/SaslAuthenticate request now, past any hold (it takes an
+        in-flight slot beyond ``max_in_flight`` if need be: it is the one request that must
+        go out) and await its answer, due by ``deadline``."""
+        if self._closed:
+            raise self._closed_error()
+        cls = type(request)
+        fut: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
+        held, self._held = self._held, None
+        self._slots += 1
+        try:
+            self._issue(request, cls, self.version_for(cls), fut, deadline)
+        except BaseException:
+            self._release_slot()
+            raise
+        finally:
+            self._held = held
+        return await fut
+
+    def _schedule_reauth(self, lifetime_ms: int, auth_start: float) -> None:
+        """Re-authenticate before a session of ``lifetime_ms`` (granted by an exchange that
+        began at ``auth_start``) ends: at a random point between 85% and 95% of it, as the Java
+        client, and at least 1 s before its end (a long poll written just before may hold the
+        broker's reading of our next request that long), but no sooner than 1 s after the
+        exchange began (the broker refuses re-authentications less than 1 s apart)."""
+        if lifetime_ms <= 0 or self._closed:
+            return
+        lifetime = lifetime_ms / 1000
+        delay = lifetime * random.uniform(0.85, 0.95)
+        delay = max(min(delay, lifetime - 1.0), min(lifetime * 0.5, delay), 1.0)
+        assert self._loop is not None
+        self._reauth_handle = self._loop.call_at(auth_start + delay, self._start_reauth)
+
+    def _start_reauth(self) -> None:
+        self._reauth_handle = None
+        if not self._closed:
+            self._reauth_task = self._loop.create_task(self._reauthenticate())  # type: ignore[union-attr]
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368 on this stream. The mechanism's preparation (a fresh token from the
+        provider) runs while traffic goes on; then requests issued from here on are held (in
+        order, with their in-flight slots and deadlines) while SaslHandshake and SaslAuthenticate
+        go out, and written right after the last answer. Requests in flight before are answered
+        as usual: the broker answers in order, and reads our SaslHandshake after them. A failure
+        closes the connection with that error (the client reconnects, and a refused credential
+        then surfaces as on any connect)."""
+        from ._sasl import exchange, prepare
+
+        loop = self._loop
+        assert loop is not None
+        deadline = loop.time() + self.request_timeout_ms / 1000
+        try:
+            ex = await prepare(self, deadline)
+            if self._closed:
+                return
+            idle_since = self.last_activity  # re-authenticating is not activity (idle close)
+            started = loop.time()
+            self._held = []
+            lifetime_ms = await exchange(self, ex, deadline)
+        except Errors.KafkaError as exc:
+            log.warning("re-authentication of %r failed: %s", self, exc)
+            self.close(exc)
+            return
+        except Exception as exc:  # a bug; never leave the stream half re-authenticated
+            log.exception("re-authentication of %r failed", self)
+            self.close(Errors.KafkaConnectionError(f"re-authentication failed: {exc!r}"))
+            return
+        finally:
+            if self._reauth_task is asyncio.current_task():
+                self._reauth_task = None
+        if self.closed:  # closed while the last answer was being handed to us
+            return
+        self.last_activity = idle_since
+        self.reauthentications += 1
+        log.debug("re-authenticated %r in %.1f ms", self, (loop.time() - started) * 1000)
+        self._release_held()
+        self._schedule_reauth(lifetime_ms, started)
+
+    def _release_held(self) -> None:
+        """Issue the requests held during a re-authentication, in the order they were made."""
+        held, self._held = self._held, None
+        for request, cls, version, waiter, deadline in held or ():
+            if self._closed:
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(self._closed_error())
+                continue
+            if waiter is None:  # expect_response=False
+                corr = self._next_corr
+                self._next_corr = (corr + 1) & 0x7FFFFFFF
+                frame = encode_request(request, version, corr, self.client_id)
+                self._write(frame)
+                if self._h_sent:
+                    emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
+                continue
+            if waiter.done():  # its caller stopped waiting (cancelled)
+                self._release_slot()
+                continue
+            try:
+                self._issue(request, cls, version, waiter, deadline)
+            except Exception as exc:  # it could not be encoded: that request fails alone
+                self._release_slot()
+                waiter.set_exception(exc)
 
     # ------------------------------------------------------------------ idle
 

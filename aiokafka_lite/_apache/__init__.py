@@ -10,9 +10,12 @@ beside this file names it, and Maven resolves its runtime classpath into ``~/.m2
     with ApacheKafka(nodes=3) as cluster:         # three brokers, each also a controller voter
         cluster.node(1).kill(); cluster.node(1).start()
 
-Every node listens on four loopback ports: PLAINTEXT, SASL_PLAINTEXT (mechanisms PLAIN,
-SCRAM-SHA-256 and SCRAM-SHA-512, users in :data:`SASL_USERS`), SSL (a throw-away CA and server
-certificate made with the ``openssl`` command at start; clients trust ``ssl_cafile``) and the
+Every node listens on five loopback ports: PLAINTEXT, SASL_PLAINTEXT (mechanisms PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512, users in :data:`SASL_USERS`, and OAUTHBEARER with the broker's
+built-in unsecured JWS validator: any ``alg: none`` token with ``sub`` and ``exp`` claims), SSL
+(a throw-away CA and server certificate made with the ``openssl`` command at start; clients
+trust ``ssl_cafile``), ``REAUTH`` (``reauth_bootstrap``: SASL_PLAINTEXT with the same mechanisms
+and ``connections.max.reauth.ms`` = :data:`REAUTH_MS`, for KIP-368 re-authentication) and the
 controller listener. Settings are those of a user's single-node broker (auto topic creation on,
 internal topics with replication factor 1 for one node), plus ``group.initial.rebalance.delay.ms=0``.
 
@@ -42,6 +45,7 @@ from .._embedded import ChildProcess, free_port, probe_api_versions
 
 __all__ = [
     "KAFKA_VERSIONS",
+    "REAUTH_MS",
     "SASL_USERS",
     "ApacheKafka",
     "ApacheKafkaError",
@@ -57,6 +61,11 @@ DEFAULT_VERSION = KAFKA_VERSIONS["4"]
 
 #: SASL users every node knows, for PLAIN and both SCRAM mechanisms.
 SASL_USERS: dict[str, str] = {"alice": "alice-secret", "admin": "admin-secret"}
+
+#: ``connections.max.reauth.ms`` of the REAUTH listener: sessions there last this long (KIP-368)
+REAUTH_MS = 4000
+
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 _POM = Path(__file__).with_name("pom.xml")
 _live: weakref.WeakSet[ApacheKafka] = weakref.WeakSet()
@@ -225,6 +234,7 @@ class ApacheNode(ChildProcess):
         self.port = free_port(self.host)
         self.sasl_port = free_port(self.host)
         self.ssl_port = free_port(self.host)
+        self.reauth_port = free_port(self.host)
         self.controller_port = free_port(self.host)
         self.data_dir = workdir / "data"
         self.log_path = workdir / "broker.log"
@@ -249,26 +259,37 @@ class ApacheNode(ChildProcess):
             f'user_{u}="{p}"' for u, p in SASL_USERS.items()
         )
         rf = min(3, len(c.nodes))
+        jaas = {
+            "plain": jaas_plain + ";",
+            "scram-sha-256": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "scram-sha-512": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            # the broker's own login (unused: inter-broker traffic is PLAINTEXT) needs a subject;
+            # tokens are checked by Kafka's default OAUTHBEARER server callback handler, the
+            # unsecured JWS validator (alg "none", "sub" and "exp" claims)
+            "oauthbearer": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+            'required unsecuredLoginStringClaim_sub="admin";',
+        }
         props = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
             "listeners": f"PLAINTEXT://{h}:{self.port},SASL_PLAINTEXT://{h}:{self.sasl_port},"
-            f"SSL://{h}:{self.ssl_port},CONTROLLER://{h}:{self.controller_port}",
+            f"SSL://{h}:{self.ssl_port},REAUTH://{h}:{self.reauth_port},"
+            f"CONTROLLER://{h}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{h}:{self.port},"
-            f"SASL_PLAINTEXT://{h}:{self.sasl_port},SSL://{h}:{self.ssl_port}",
+            f"SASL_PLAINTEXT://{h}:{self.sasl_port},SSL://{h}:{self.ssl_port},"
+            f"REAUTH://{h}:{self.reauth_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
-            "SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas_plain + ";",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-            ),
-            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-            ),
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,REAUTH:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": ",".join(_SASL_MECHANISMS),
+            **{
+                f"listener.name.{listener}.{mech}.sasl.jaas.config": text
+                for listener in ("sasl_plaintext", "reauth")
+                for mech, text in jaas.items()
+            },
+            "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(c.tls_keystore),
             "log.dirs": str(self.data_dir),
@@ -410,6 +431,13 @@ class ApacheKafka:
         return ",".join(f"{n.host}:{n.sasl_port}" for n in self.nodes)
 
     @property
+    def reauth_bootstrap(self) -> str:
+        """Every node's REAUTH listener: SASL_PLAINTEXT like :attr:`sasl_bootstrap`, but the
+        broker grants sessions of :data:`REAUTH_MS` only (KIP-368: clients re-authenticate or
+        are disconnected)."""
+        return ",".join(f"{n.host}:{n.reauth_port}" for n in self.nodes)
+
+    @property
     def ssl_bootstrap(self) -> str:
         """Every node's SSL listener; trust :attr:`ssl_cafile`."""
         return ",".join(f"{n.host}:{n.ssl_port}" for n in self.nodes)
@@ -478,6 +506,7 @@ class ApacheKafka:
             shutil.rmtree(n.workdir, ignore_errors=True)
             n.port, n.sasl_port = free_port(self.host), free_port(self.host)
             n.ssl_port, n.controller_port = free_port(self.host), free_port(self.host)
+            n.reauth_port = free_port(self.host)
         self.cluster_id = None
 
     def _format(self) -> None:

@@ -50,7 +50,7 @@ class AIOKafkaAdminClient:
     """Administer topics, configs, consumer groups, offsets and ACLs of a Kafka cluster.
 
     Keyword arguments are aiokafka's (``api_version`` and ``loop`` are accepted and ignored;
-    Kerberos / OAuth settings are accepted for compatibility only). An unknown keyword argument
+    Kerberos settings are accepted for compatibility only). An unknown keyword argument
     raises TypeError.
     """
 
@@ -93,6 +93,7 @@ class AIOKafkaAdminClient:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
             allow_auto_topic_creation=False,  # looking at a topic must never create it
         )
         self._started = False

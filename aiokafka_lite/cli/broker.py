@@ -51,7 +51,7 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     """Start, print the bootstrap, wait for Ctrl-C/SIGTERM or the broker's death, stop."""
-    from .._apache import ApacheKafka, ApacheKafkaError, apache_available
+    from .._apache import REAUTH_MS, ApacheKafka, ApacheKafkaError, apache_available
     from .._embedded import EmbeddedBroker, EmbeddedBrokerError
 
     if args.data_dir and args.kind != "noida":
@@ -83,7 +83,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
         if isinstance(broker, ApacheKafka):
             print(
                 f"  SASL_PLAINTEXT {broker.sasl_bootstrap} (PLAIN, SCRAM-SHA-256/512; users "
-                f"alice/alice-secret, admin/admin-secret)\n"
+                f"alice/alice-secret, admin/admin-secret; OAUTHBEARER: unsecured JWS tokens)\n"
+                f"  SASL_PLAINTEXT {broker.reauth_bootstrap} (the same, sessions of "
+                f"{REAUTH_MS} ms: clients must re-authenticate, KIP-368)\n"
                 f"  SSL {broker.ssl_bootstrap} (CA certificate {broker.ssl_cafile})",
                 file=sys.stderr,
                 flush=True,

@@ -143,6 +143,7 @@ class AIOKafkaConsumer:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
             allow_auto_topic_creation=allow_auto_create_topics,
             hooks=self._hooks,
         )

@@ -139,6 +139,7 @@ class AIOKafkaProducer:
             sasl_mechanism=sasl_mechanism,
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
             hooks=self._hooks,
         )
         self._acks = acks

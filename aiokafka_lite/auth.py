@@ -1,0 +1,295 @@
+"""Bearer tokens for SASL/OAUTHBEARER: the provider interface and a built-in OIDC provider.
+
+:class:`AbstractTokenProvider` is aiokafka's interface (``sasl_oauth_token_provider``): the
+connection awaits ``token()`` before each authentication and re-authentication and sends
+``extensions()`` with it. :class:`OIDCTokenProvider` implements it with the OAuth 2
+client-credentials grant (RFC 6749 section 4.4) against any OpenID Connect / OAuth 2 token
+endpoint (Keycloak, Entra ID, Okta, Auth0, ...), over asyncio streams with the standard library
+only: the event loop is never blocked, every exchange is bounded by ``timeout``, and the token is
+cached and fetched again once ``refresh_fraction`` of its lifetime has passed (as librdkafka and
+the Java client do, 80% by default).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import base64
+import json
+import logging
+import ssl
+import time
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from . import errors as Errors
+
+__all__ = ["AbstractTokenProvider", "OIDCTokenProvider"]
+
+log = logging.getLogger(__name__)
+
+#: a token endpoint's answer larger than this is refused (a JSON document of a few KiB is usual)
+_MAX_RESPONSE = 1024 * 1024
+
+
+class AbstractTokenProvider(abc.ABC):
+    """Supplies bearer tokens for SASL/OAUTHBEARER (``sasl_oauth_token_provider``).
+
+    ``token()`` is awaited each time a connection authenticates: when it opens, and again when
+    the broker's session lifetime (KIP-368) is about to end, so it should return a cached token
+    while that one is valid and fetch a new one before it expires. An exception it raises, or
+    a call that does not return within the connection's timeout, fails that connection attempt
+    with a :class:`~aiokafka_lite.errors.KafkaError`. For a synchronous source, run it in a
+    thread: ``return await asyncio.to_thread(self._fetch)``.
+    """
+
+    @abc.abstractmethod
+    async def token(self) -> str:
+        """Return a valid token (a JWS compact serialization, as Kafka expects)."""
+
+    def extensions(self) -> dict[str, Any]:
+        """Optional SASL extensions (KIP-342) sent with the token: names of letters only,
+        printable values (for example Confluent Cloud's ``logicalCluster``)."""
+        return {}
+
+
+class OIDCTokenProvider(AbstractTokenProvider):
+    """OAuth 2 client credentials (RFC 6749 4.4) from ``token_endpoint``, cached and refreshed.
+
+    ``client_id`` / ``client_secret`` authenticate the client to the endpoint with HTTP Basic
+    (``auth_method="basic"``, RFC 6749 2.3.1) or as form fields (``"post"``); ``scope`` and
+    ``audience`` are sent when given, ``params`` adds further form fields. ``ssl_context``
+    verifies an ``https://`` endpoint (default: the system's CAs). ``timeout`` (seconds)
+    bounds one whole exchange (connect, request, answer). A token is reused until
+    ``refresh_fraction`` of its lifetime (``expires_in``, else the JWT's ``exp`` claim, else
+    ``default_lifetime``) has passed; if fetching its successor then fails while it is still
+    valid, the old token is returned (and the failure logged), so a short outage of the
+    identity provider does not fail connections. Errors: ``AuthenticationFailedError`` (the
+    endpoint refused, e.g. ``invalid_client``, or answered something that is not a token),
+    ``KafkaConnectionError`` (unreachable), ``KafkaTimeoutError`` (no answer in ``timeout``).
+    """
+
+    def __init__(
+        self,
+        token_endpoint: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        scope: str | None = None,
+        audience: str | None = None,
+        params: Mapping[str, str] | None = None,
+        extensions: Mapping[str, str] | None = None,
+        auth_method: str = "basic",
+        ssl_context: ssl.SSLContext | None = None,
+        timeout: float = 10.0,
+        refresh_fraction: float = 0.8,
+        default_lifetime: float = 3600.0,
+    ) -> None:
+        url = urllib.parse.urlsplit(token_endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise Errors.KafkaConfigurationError(
+                f"token_endpoint must be an http(s) URL, got {token_endpoint!r}"
+            )
+        if auth_method not in ("basic", "post"):
+            raise Errors.KafkaConfigurationError("auth_method must be 'basic' or 'post'")
+        if not 0 < refresh_fraction <= 1:
+            raise Errors.KafkaConfigurationError("refresh_fraction must be in (0, 1]")
+        if timeout <= 0:
+            raise Errors.KafkaConfigurationError("timeout must be positive")
+        self.token_endpoint = token_endpoint
+        self.client_id = client_id
+        self._secret = client_secret
+        self.scope = scope
+        self.audience = audience
+        self._params = dict(params or {})
+        self._extensions = dict(extensions or {})
+        self.auth_method = auth_method
+        self._ssl = ssl_context
+        self.timeout = timeout
+        self.refresh_fraction = refresh_fraction
+        self.default_lifetime = default_lifetime
+        self._url = url
+        self._token: str | None = None
+        self._expires_at = 0.0  # time.monotonic() when the cached token expires
+        self._refresh_at = 0.0  # ... and when it should be replaced
+        self._lock: asyncio.Lock | None = None
+        #: tokens fetched from the endpoint so far
+        self.fetches = 0
+
+    def __repr__(self) -> str:
+        return f"<OIDCTokenProvider {self.token_endpoint} client_id={self.client_id!r}>"
+
+    def extensions(self) -> dict[str, Any]:
+        """The ``extensions`` given at construction."""
+        return dict(self._extensions)
+
+    async def token(self) -> str:
+        """The cached token, or a new one once the refresh point passed (one fetch at a time:
+        concurrent callers share it)."""
+        if self._token is not None and time.monotonic() < self._refresh_at:
+            return self._token
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            now = time.monotonic()
+            if self._token is not None and now < self._refresh_at:
+                return self._token
+            try:
+                token, lifetime = await self._fetch()
+            except Errors.KafkaError as exc:
+                if self._token is not None and time.monotonic() < self._expires_at:
+                    log.warning(
+                        "refreshing the OAuth token failed, the current one is kept: %s", exc
+                    )
+                    self._refresh_at = min(self._expires_at, time.monotonic() + 1.0)
+                    return self._token
+                raise
+            now = time.monotonic()
+            self._token = token
+            self._expires_at = now + lifetime
+            self._refresh_at = now + lifetime * self.refresh_fraction
+            self.fetches += 1
+            return token
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _form(self) -> tuple[bytes, dict[str, str]]:
+        fields: dict[str, str] = {"grant_type": "client_credentials"}
+        if self.scope:
+            fields["scope"] = self.scope
+        if self.audience:
+            fields["audience"] = self.audience
+        fields.update(self._params)
+        headers: dict[str, str] = {}
+        if self.auth_method == "basic":
+            user = urllib.parse.quote(self.client_id, safe="")
+            pwd = urllib.parse.quote(self._secret, safe="")
+            cred = base64.b64encode(f"{user}:{pwd}".encode()).decode()
+            headers["Authorization"] = f"Basic {cred}"
+        else:
+            fields["client_id"] = self.client_id
+            fields["client_secret"] = self._secret
+        return urllib.parse.urlencode(fields).encode(), headers
+
+    async def _fetch(self) -> tuple[str, float]:
+        try:
+            status, body = await asyncio.wait_for(self._post(), self.timeout)
+        except asyncio.TimeoutError:
+            raise Errors.KafkaTimeoutError(
+                f"token endpoint {self.token_endpoint} did not answer within {self.timeout:g} s"
+            ) from None
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError) as exc:
+            raise Errors.KafkaConnectionError(
+                f"cannot reach token endpoint {self.token_endpoint}: {exc!r}"
+            ) from exc
+        return self._parse(status, body)
+
+    async def _post(self) -> tuple[int, bytes]:
+        url = self._url
+        https = url.scheme == "https"
+        host = url.hostname or ""
+        port = url.port or (443 if https else 80)
+        target = url.path or "/"
+        if url.query:
+            target += "?" + url.query
+        body, headers = self._form()
+        tls: dict[str, Any] = {}
+        if https:
+            tls = {"ssl": self._ssl or ssl.create_default_context(), "server_hostname": host}
+        reader, writer = await asyncio.open_connection(host, port, **tls)
+        try:
+            hostport = host if url.port is None else f"{host}:{url.port}"
+            lines = [
+                f"POST {target} HTTP/1.1",
+                f"Host: {hostport}",
+                "Content-Type: application/x-www-form-urlencoded",
+                "Accept: application/json",
+                f"Content-Length: {len(body)}",
+                "Connection: close",
+                *(f"{k}: {v}" for k, v in headers.items()),
+            ]
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            await writer.drain()
+            return await _read_http_response(reader)
+        finally:
+            writer.close()
+
+    def _parse(self, status: int, body: bytes) -> tuple[str, float]:
+        where = f"token endpoint {self.token_endpoint}"
+        try:
+            doc = json.loads(body.decode("utf-8")) if body else {}
+        except (UnicodeDecodeError, ValueError):
+            doc = None
+        if status != 200:
+            if isinstance(doc, dict) and "error" in doc:
+                desc = doc.get("error_description")
+                why = f"{doc['error']}" + (f": {desc}" if desc else "")
+            else:
+                why = body[:200].decode("utf-8", "replace")
+            raise Errors.AuthenticationFailedError(f"{where} answered HTTP {status}: {why}")
+        if not isinstance(doc, dict) or not isinstance(doc.get("access_token"), str):
+            raise Errors.AuthenticationFailedError(f"{where} answered without an access_token")
+        token: str = doc["access_token"]
+        kind = doc.get("token_type", "Bearer")
+        if not isinstance(kind, str) or kind.lower() != "bearer":
+            raise Errors.AuthenticationFailedError(f"{where} answered token_type {kind!r}")
+        lifetime = doc.get("expires_in")
+        if not isinstance(lifetime, (int, float)) or isinstance(lifetime, bool) or lifetime <= 0:
+            lifetime = _jwt_lifetime(token)
+        if lifetime is None:
+            lifetime = self.default_lifetime
+        return token, float(lifetime)
+
+
+async def _read_http_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """Status and body of an HTTP/1.x response (Content-Length, chunked, or until EOF)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    if len(head) > 64 * 1024:
+        raise Errors.AuthenticationFailedError("token endpoint sent oversized headers")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise Errors.AuthenticationFailedError(f"token endpoint answered {lines[0]!r}")
+    status = int(parts[1])
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = bytearray()
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                break
+            if len(body) + size > _MAX_RESPONSE:
+                raise Errors.AuthenticationFailedError("token endpoint answer is too large")
+            body += await reader.readexactly(size)
+            await reader.readexactly(2)
+        return status, bytes(body)
+    if "content-length" in headers:
+        length = int(headers["content-length"])
+        if length > _MAX_RESPONSE:
+            raise Errors.AuthenticationFailedError("token endpoint answer is too large")
+        return status, await reader.readexactly(length)
+    body_eof = await reader.read(_MAX_RESPONSE + 1)
+    if len(body_eof) > _MAX_RESPONSE:
+        raise Errors.AuthenticationFailedError("token endpoint answer is too large")
+    return status, body_eof
+
+
+def _jwt_lifetime(token: str) -> float | None:
+    """Seconds until a JWT's ``exp`` claim, None when it is not a JWT with one."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = parts[1] + "=" * (-len(parts[1]) % 4)
+        claims = json.loads(base64.urlsafe_b64decode(payload))
+        exp = float(claims["exp"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    left = exp - time.time()
+    return left if left > 0 else None
