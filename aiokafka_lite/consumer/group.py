@@ -105,6 +105,7 @@ class Coordinator(OffsetsMixin):
         self.coordinator_id: int | None = None
         self._rejoin = True
         self._joined_topics: frozenset[str] = frozenset()
+        self._joined_subscription = -1  # SubscriptionState.subscription_id of the last join
         # partition counts the current assignment was computed from: set by the group leader
         # (over every member's topics) and without a group; None = a follower, whose leader
         # watches metadata for the group (Java's assignmentSnapshot)
@@ -255,7 +256,13 @@ class Coordinator(OffsetsMixin):
     def _needs_rejoin(self) -> bool:
         if self._poll_expired:
             return False
-        if self._rejoin or self.generation < 0 or self._subs.topics != self._joined_topics:
+        subs = self._subs
+        if (
+            self._rejoin
+            or self.generation < 0
+            or subs.topics != self._joined_topics
+            or subs.subscription_id != self._joined_subscription
+        ):
             return True
         snap = self._metadata_snapshot
         return snap is not None and self._snapshot(snap) != snap
@@ -320,6 +327,7 @@ class Coordinator(OffsetsMixin):
         if revoked:
             subs.assign_from_subscription(())
         topics = subs.topics
+        subscription_id = subs.subscription_id
         await self._coordinator()
         self._metadata_snapshot = None  # set again by _assign if this member leads
         self._group_topics = frozenset()
@@ -330,6 +338,7 @@ class Coordinator(OffsetsMixin):
         if assignment is None:
             return
         self._joined_topics = topics
+        self._joined_subscription = subscription_id
         self._rejoin = False
         self._revoke_announced = False
         self.rebalances += 1

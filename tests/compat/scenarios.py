@@ -1011,3 +1011,87 @@ async def transactions_public_api(ctx: Any) -> Any:
     finally:
         await plain.stop()
     return out
+
+
+async def consumer_assign_topic_created_at_start(ctx: Any) -> Any:
+    """assign() a partition of a topic that does not exist yet, then start(): start() waits
+    while the broker auto-creates it, so a record published right after start() is delivered
+    (its position, "latest", is taken before the record)."""
+    topic = ctx.name("created-at-start")
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap) as c0:
+        out["exists_before"] = topic in await c0.topics()
+    c = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap)  # auto_offset_reset="latest"
+    c.assign([TopicPartition(topic, 0)])
+    await c.start()
+    try:
+        out["partitions_after_start"] = sorted(c.partitions_for_topic(topic) or ())
+        await _produce(ctx, topic, 1, partition=0)
+        out["records"] = [r.offset for r in await _collect(c, 1, timeout=15)]
+    finally:
+        await c.stop()
+    return out
+
+
+async def consumer_subscribe_again(ctx: Any) -> Any:
+    """A started group member calls subscribe() again: with the same topics and a new
+    listener, with the same topics and the same listener, with other topics: each call
+    rebalances and the (new) listener sees the revoke and the assignment. Without commits the
+    positions start again from the earliest record after each rebalance (each step waits for
+    that record: aiokafka's fetcher fails when subscribe() comes before it has caught up)."""
+    t1 = await ctx.topic(2)
+    t2 = await ctx.topic(1)
+    await _produce(ctx, t1, 1, partition=0)
+    await _produce(ctx, t2, 1, partition=0)
+    names = {t1: "t1", t2: "t2"}
+    events: list[Any] = []
+
+    def tags(tps: Any) -> list[Any]:
+        return sorted((names[p.topic], p.partition) for p in tps)
+
+    class Named(ConsumerRebalanceListener):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            events.append((self.tag, "revoked", tags(revoked)))
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            events.append((self.tag, "assigned", tags(assigned)))
+
+    async def step(want: str) -> dict[str, Any]:
+        got: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline:
+            batch = await c.getmany(timeout_ms=100)
+            got.extend((names[r.topic], r.partition, r.offset) for rs in batch.values() for r in rs)
+            if any(e[1] == "assigned" for e in events) and any(g[0] == want for g in got):
+                break
+        return {"events": list(events), "records": got}
+
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    first = Named("first")
+    c.subscribe([t1], listener=first)
+    await c.start()
+    try:
+        out["start"] = await step("t1")
+        second = Named("second")
+        for name, topics, listener, want in (
+            ("same_topics_new_listener", [t1], second, "t1"),
+            ("same_topics_same_listener", [t1], second, "t1"),
+            ("other_topics", [t2], Named("third"), "t2"),
+        ):
+            events.clear()
+            c.subscribe(topics, listener=listener)
+            out[name] = await step(want)
+    finally:
+        await c.stop()
+    return out
