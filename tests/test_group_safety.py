@@ -153,6 +153,57 @@ async def test_deserializer_error_skips_nothing(
         await c.stop()
 
 
+@pytest.mark.parametrize("max_records", [None, 2])
+async def test_transient_deserializer_error_is_tried_again(
+    kafka_bootstrap: str, new_topic: Any, max_records: int | None
+) -> None:
+    """A deserializer that fails once on a record (a transient failure): the error reaches
+    the caller once, the next poll deserializes that record again (as aiokafka does), and
+    every record of both partitions is handed out exactly once, in order, with no seek."""
+    topic = await new_topic(partitions=2)
+    p0 = [b"a0", b"a1", b"a2", b"bad", b"a4", b"a5"]
+    p1 = [b"b0", b"b1", b"b2"]
+    await produce_values(kafka_bootstrap, topic, {0: p0, 1: p1})
+    attempts: list[bytes] = []
+
+    def flaky(value: bytes | None) -> bytes | None:
+        if value == b"bad":
+            attempts.append(value)
+            if len(attempts) == 1:
+                raise ValueError("backend briefly unavailable")
+        return value
+
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap,
+        value_deserializer=flaky,
+        auto_offset_reset="earliest",
+        max_poll_records=max_records,
+    )
+    await c.start()
+    try:
+        c.assign([tp0, tp1])
+        got: list[tuple[int, int, bytes]] = []
+        errors = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline and len(got) < len(p0) + len(p1):
+            try:
+                batch = await c.getmany(timeout_ms=200)
+            except ValueError:
+                errors += 1
+                assert await c.position(tp0) == 3
+                continue
+            for tp, recs in batch.items():
+                got.extend((tp.partition, r.offset, r.value) for r in recs)
+        assert errors == 1
+        assert attempts == [b"bad", b"bad"]  # deserialized again, not a cached error
+        for p, values in ((0, p0), (1, p1)):
+            assert [(o, v) for q, o, v in got if q == p] == list(enumerate(values))
+    finally:
+        await c.stop()
+
+
 async def test_offsets_of_topics_the_consumer_does_not_track(
     kafka_bootstrap: str, broker: Any, new_topic: Any
 ) -> None:

@@ -175,8 +175,8 @@ class Fetcher:
                 del buffers[tp]
                 if isinstance(exc, Errors.KafkaError):  # corrupt data: refetched next poll
                     self._wake.set()
-                else:  # a deserializer error: raised again (after the other partitions'
-                    buffers[tp] = buf  # records) until seek() moves past it
+                else:  # a deserializer error: the record is deserialized again by the next
+                    buffers[tp] = buf  # poll (after the other partitions' records), as aiokafka
                 raise
             st.position = buf.position
             if buf.exhausted:

@@ -1095,3 +1095,42 @@ async def consumer_subscribe_again(ctx: Any) -> Any:
     finally:
         await c.stop()
     return out
+
+
+async def consumer_deserializer_error_retried(ctx: Any) -> Any:
+    """A value deserializer fails on a record: getone() raises the deserializer's error with
+    the position left at the record, and deserializes it again on the next call (a transient
+    failure goes away); a permanent one is raised on every call until a seek past it."""
+    topic = await ctx.topic(1)
+    tp = TopicPartition(topic, 0)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        for v in (b"a0", b"flaky", b"a2", b"broken", b"a4"):
+            await p.send_and_wait(topic, v, partition=0)
+    flaky_failures = [1]
+
+    def deserialize(value: bytes) -> str:
+        if value == b"flaky" and flaky_failures[0] > 0:
+            flaky_failures[0] -= 1
+            raise ValueError("transient")
+        if value == b"broken":
+            raise ValueError("permanent")
+        return value.decode()
+
+    steps: list[Any] = []
+    async with AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        value_deserializer=deserialize,
+        auto_offset_reset="earliest",
+    ) as c:
+        c.assign([tp])
+        for i in range(7):
+            if i == 6:
+                c.seek(tp, 4)
+                steps.append(("seek", 4))
+            try:
+                r = await asyncio.wait_for(c.getone(), 15)
+                steps.append(("record", r.offset, r.value))
+            except ValueError as exc:
+                steps.append(("raised", type(exc).__name__, str(exc)))
+            steps.append(("position", await c.position(tp)))
+    return steps
