@@ -11,6 +11,7 @@ from aiokafka import AIOKafkaProducer as PeerProducer
 
 from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka_lite.structs import TopicPartition
+from tests.faults import API, FaultProxy, Rule
 from tests.test_consumer import drain, produce
 from tests.test_group import FAST, _session_timeout, group_name, settle
 
@@ -229,3 +230,77 @@ async def test_offsets_of_topics_the_consumer_does_not_track(
     finally:
         for c in (alone, member):
             await c.stop()
+
+
+async def _member_with_records(bootstrap: str, topic: str, **kw: Any) -> AIOKafkaConsumer:
+    c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_name(), **FAST, **kw)
+    await c.start()
+    recs = await drain(c, 2, timeout=30)
+    assert [r.offset for r in recs] == [0, 1]
+    return c
+
+
+async def test_stop_with_a_silent_coordinator_is_bounded(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """stop() of a group member whose coordinator stopped answering, with nothing left to
+    commit, returns without error long before request_timeout_ms: the LeaveGroup is a
+    minimal-effort courtesy (waited for at most session_timeout_ms), as the Java client's."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 2)
+    async with FaultProxy(kafka_bootstrap) as proxy:
+        c = await _member_with_records(proxy.bootstrap, topic, request_timeout_ms=300_000)
+        await c.commit()  # nothing left for the last auto commit
+        proxy.silent = True
+        # 60 s: far above session_timeout_ms (6 s at most here), far below request_timeout_ms
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.wait_for(c.stop(), 60)  # returns, raises nothing
+        took = loop.time() - started
+    assert took < 60
+
+
+async def test_stop_still_commits_through_a_slow_coordinator(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """The last auto commit at stop() keeps its try (no silent loss): a commit the broker
+    gets only after half the session timeout still lands, and the group's next member starts
+    right after the records handed out."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 3)
+    tp = TopicPartition(topic, 0)
+    group = group_name()
+    async with FaultProxy(kafka_bootstrap) as proxy:
+        c = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=proxy.bootstrap,
+            group_id=group,
+            request_timeout_ms=60_000,
+            max_poll_records=2,
+            **FAST,
+        )
+        await c.start()
+        got: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not got and loop.time() < deadline:
+            got = (await c.getmany(timeout_ms=1000)).get(tp, [])
+        assert got
+        handed_out = got[-1].offset + 1
+        # held before the broker sees it (a late answer would not show a cut-short try)
+        rule = proxy.add(
+            Rule(
+                API.OFFSET_COMMIT,
+                "delay",
+                seconds=FAST["session_timeout_ms"] / 2000,
+                direction="request",
+            )
+        )
+        await asyncio.wait_for(c.stop(), 60)
+        assert rule.hits == 1
+    check = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+    await check.start()
+    try:
+        assert await check.committed(tp) == handed_out
+    finally:
+        await check.stop()

@@ -159,14 +159,25 @@ class Coordinator(OffsetsMixin):
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
             await asyncio.wait(tasks, timeout=5)
         # the last commit and the LeaveGroup share ONE request_timeout_ms budget: stop() stays
-        # bounded with a silent coordinator
+        # bounded with a silent coordinator. The commit (no silent loss) may use all of it; the
+        # LeaveGroup is a minimal-effort courtesy (as the Java client's): skipped when the
+        # coordinator is unknown, and waited for at most session_timeout_ms, after which the
+        # coordinator drops the member anyway.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout_ms / 1000
         if self._auto_commit and self.group_id is not None:
-            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
-        if leave:
-            await self._leave_group("consumer stopped", max(0.0, deadline - loop.time()))
+            except (Errors.KafkaError, asyncio.TimeoutError) as exc:
+                log.warning(
+                    "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
+                )
+        if leave and self.coordinator_id is not None:
+            budget = min(deadline - loop.time(), self._session_timeout_ms / 1000)
+            await self._leave_group("consumer stopped", max(0.0, budget))
+        elif leave:  # nobody to tell: forget the membership (static members never leave)
+            self.generation = -1
+            self.member_id = ""
 
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
