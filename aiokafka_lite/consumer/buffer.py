@@ -13,12 +13,15 @@ consumer-side rules (pure functions, no I/O):
   and compacted gaps never cause the same bytes to be fetched again;
 * a record that cannot be decoded or deserialized stops the buffer there: the records before it
   are handed out, then ``take`` raises the error with ``position`` left AT the failing record
-  (the position only ever moves past records that were handed out).
+  (the position only ever moves past records that were handed out).  A deserializer error is
+  not cached: the next ``take`` deserializes that record again (aiokafka's behaviour; a
+  transient failure goes away, a permanent one is raised on every poll until a seek past it).
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -49,6 +52,7 @@ class PartitionBuffer:
         "exhausted",
         "start",
         "_error",
+        "_retry",
     )
 
     def __init__(
@@ -80,6 +84,7 @@ class PartitionBuffer:
             heapq.heapify(self._aborted)
         self.exhausted = False
         self._error: BaseException | None = None
+        self._retry: Any = None  # the batch whose deserialization failed, for the next take
 
     def take_one(self) -> Any:
         """The next record when it is not the last one decoded (no batch boundary, so no
@@ -136,7 +141,11 @@ class PartitionBuffer:
             if self._error is not None:
                 if out:
                     return out  # the error comes with the next call: nothing is lost
-                raise self._error
+                err = self._error
+                if self._retry is not None:  # a deserializer error: tried again next time
+                    self._batches = itertools.chain((self._retry,), self._batches)
+                    self._error = self._retry = None
+                raise err
             try:
                 more = self._next_batch()
             except Exception as exc:  # corrupt batch: position stays at its start
@@ -174,9 +183,10 @@ class PartitionBuffer:
             try:
                 recs = self._build(batch, self.position)
             except _BadRecord as bad:
-                # hand out the records before the bad one, then raise at its offset
+                # hand out the records before the bad one, then raise at its offset; the
+                # batch is deserialized again (from the bad record) by the take after that
                 self._error = bad.error
-                self._batches = iter(())
+                self._retry = batch
                 if not bad.records:
                     self.position = max(self.position, bad.offset)
                     raise bad.error from None

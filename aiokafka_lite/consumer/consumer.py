@@ -227,9 +227,9 @@ class AIOKafkaConsumer:
         self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
         self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
         self._started = True
-        if refresh is not None and subs.topics:  # learn (or auto-create) them first
+        if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:
-                await self._wait_topics(sorted(subs.topics))
+                await self._wait_topics(sorted(wanted))
             else:  # they may not exist yet: learnt when they appear
                 with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
@@ -243,6 +243,10 @@ class AIOKafkaConsumer:
         self._coordinator.start()
         if subs.subscribed and not subs.user_assigned:
             await self._wait_first_assignment(self._coordinator)
+        elif subs.user_assigned:
+            # positions of the assign()ed partitions first: a record published right after
+            # start() is then past the position, never before it ("latest" looked up late)
+            await self._wait_positions(asyncio.get_running_loop().time() + self._start_timeout)
 
     async def _wait_topics(self, topics: list[str]) -> None:
         """As aiokafka's start(): wait until every subscribed topic has partitions (created by
@@ -270,8 +274,22 @@ class AIOKafkaConsumer:
             exc, coordinator.fatal = coordinator.fatal, None
             await self.stop()
             raise exc
+        await self._wait_positions(deadline)
+
+    async def _wait_positions(self, deadline: float) -> None:
+        """Until every assigned partition the metadata knows has a position (or until
+        ``deadline``, loop time)."""
+        loop = asyncio.get_running_loop()
         subs = self._subscription
-        while subs.missing_positions() or subs.pending_resets():
+        cluster = self._client.cluster
+
+        def unset() -> bool:
+            return any(
+                tp.partition in (cluster.partitions_for_topic(tp.topic) or ())
+                for tp in subs.missing_positions() + [tp for tp, _ in subs.pending_resets()]
+            )
+
+        while unset():
             # a partition whose position cannot be set (e.g. NoOffsetForPartitionError with
             # auto_offset_reset="none") holds its error for the next poll: return now, as
             # aiokafka's start() does, instead of waiting out the start timeout

@@ -125,7 +125,7 @@ class Fetcher:
         buffers = self._buffers
         if not buffers or self._subs.errors or self.fatal is not None:
             return None
-        for tp, buf in buffers.items():  # the first one: round robin order
+        for tp, buf in buffers.items():  # the first one, as drain() would take it
             st = self._subs.assignment.get(tp)
             if st is None or st.paused or st.position != buf.position:
                 return None
@@ -133,9 +133,6 @@ class Fetcher:
             if rec is None:
                 return None
             st.position = buf.position
-            if len(buffers) > 1:  # round robin between partitions, as drain() does
-                del buffers[tp]
-                buffers[tp] = buf
             return rec
         return None
 
@@ -175,8 +172,8 @@ class Fetcher:
                 del buffers[tp]
                 if isinstance(exc, Errors.KafkaError):  # corrupt data: refetched next poll
                     self._wake.set()
-                else:  # a deserializer error: raised again (after the other partitions'
-                    buffers[tp] = buf  # records) until seek() moves past it
+                else:  # a deserializer error: the record is deserialized again by the next
+                    buffers[tp] = buf  # poll (after the other partitions' records), as aiokafka
                 raise
             st.position = buf.position
             if buf.exhausted:
@@ -191,9 +188,8 @@ class Fetcher:
                         ),
                     )
                     self._data.set()
-            else:  # round robin between partitions across calls
-                del buffers[tp]
-                buffers[tp] = buf
+            # else it stays first: as aiokafka and the Java client, one partition's fetched
+            # records are handed out before the next one's (buffers in arrival order)
             if recs:
                 out[tp] = recs
                 n -= len(recs)

@@ -105,6 +105,7 @@ class Coordinator(OffsetsMixin):
         self.coordinator_id: int | None = None
         self._rejoin = True
         self._joined_topics: frozenset[str] = frozenset()
+        self._joined_subscription = -1  # SubscriptionState.subscription_id of the last join
         # partition counts the current assignment was computed from: set by the group leader
         # (over every member's topics) and without a group; None = a follower, whose leader
         # watches metadata for the group (Java's assignmentSnapshot)
@@ -158,14 +159,25 @@ class Coordinator(OffsetsMixin):
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
             await asyncio.wait(tasks, timeout=5)
         # the last commit and the LeaveGroup share ONE request_timeout_ms budget: stop() stays
-        # bounded with a silent coordinator
+        # bounded with a silent coordinator. The commit (no silent loss) may use all of it; the
+        # LeaveGroup is a minimal-effort courtesy (as the Java client's): skipped when the
+        # coordinator is unknown, and waited for at most session_timeout_ms, after which the
+        # coordinator drops the member anyway.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout_ms / 1000
         if self._auto_commit and self.group_id is not None:
-            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
-        if leave:
-            await self._leave_group("consumer stopped", max(0.0, deadline - loop.time()))
+            except (Errors.KafkaError, asyncio.TimeoutError) as exc:
+                log.warning(
+                    "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
+                )
+        if leave and self.coordinator_id is not None:
+            budget = min(deadline - loop.time(), self._session_timeout_ms / 1000)
+            await self._leave_group("consumer stopped", max(0.0, budget))
+        elif leave:  # nobody to tell: forget the membership (static members never leave)
+            self.generation = -1
+            self.member_id = ""
 
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
@@ -255,7 +267,13 @@ class Coordinator(OffsetsMixin):
     def _needs_rejoin(self) -> bool:
         if self._poll_expired:
             return False
-        if self._rejoin or self.generation < 0 or self._subs.topics != self._joined_topics:
+        subs = self._subs
+        if (
+            self._rejoin
+            or self.generation < 0
+            or subs.topics != self._joined_topics
+            or subs.subscription_id != self._joined_subscription
+        ):
             return True
         snap = self._metadata_snapshot
         return snap is not None and self._snapshot(snap) != snap
@@ -320,6 +338,7 @@ class Coordinator(OffsetsMixin):
         if revoked:
             subs.assign_from_subscription(())
         topics = subs.topics
+        subscription_id = subs.subscription_id
         await self._coordinator()
         self._metadata_snapshot = None  # set again by _assign if this member leads
         self._group_topics = frozenset()
@@ -330,6 +349,7 @@ class Coordinator(OffsetsMixin):
         if assignment is None:
             return
         self._joined_topics = topics
+        self._joined_subscription = subscription_id
         self._rejoin = False
         self._revoke_announced = False
         self.rebalances += 1

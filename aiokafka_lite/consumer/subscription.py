@@ -71,6 +71,9 @@ class SubscriptionState:
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.version = 0  # bumped on every change that matters to the fetcher
         self.assignment_id = 0  # bumped when the set of assigned partitions changes
+        #: bumped by every subscribe() call: a group member rejoins for each one, even with
+        #: the same topics (aiokafka: a new subscription, so a rebalance that calls its listener)
+        self.subscription_id = 0
         self._wakers: list[Callable[[], None]] = []
         self.errors = False  # True when some PartitionState.error may be set
 
@@ -114,6 +117,7 @@ class SubscriptionState:
             except re.error as exc:
                 raise ValueError(f"invalid subscription pattern {pattern!r}: {exc}") from None
         self.listener = listener
+        self.subscription_id += 1
         if compiled is not None:
             self.pattern = compiled
             self.topics = frozenset()

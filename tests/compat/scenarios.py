@@ -1056,3 +1056,154 @@ async def transactions_public_api(ctx: Any) -> Any:
     finally:
         await plain.stop()
     return out
+
+
+async def consumer_assign_topic_created_at_start(ctx: Any) -> Any:
+    """assign() a partition of a topic that does not exist yet, then start(): start() waits
+    while the broker auto-creates it, so a record published right after start() is delivered
+    (its position, "latest", is taken before the record)."""
+    topic = ctx.name("created-at-start")
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap) as c0:
+        out["exists_before"] = topic in await c0.topics()
+    c = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap)  # auto_offset_reset="latest"
+    c.assign([TopicPartition(topic, 0)])
+    await c.start()
+    try:
+        out["partitions_after_start"] = sorted(c.partitions_for_topic(topic) or ())
+        await _produce(ctx, topic, 1, partition=0)
+        out["records"] = [r.offset for r in await _collect(c, 1, timeout=15)]
+    finally:
+        await c.stop()
+    return out
+
+
+async def consumer_subscribe_again(ctx: Any) -> Any:
+    """A started group member calls subscribe() again: with the same topics and a new
+    listener, with the same topics and the same listener, with other topics: each call
+    rebalances and the (new) listener sees the revoke and the assignment. Without commits the
+    positions start again from the earliest record after each rebalance (each step waits for
+    that record: aiokafka's fetcher fails when subscribe() comes before it has caught up)."""
+    t1 = await ctx.topic(2)
+    t2 = await ctx.topic(1)
+    await _produce(ctx, t1, 1, partition=0)
+    await _produce(ctx, t2, 1, partition=0)
+    names = {t1: "t1", t2: "t2"}
+    events: list[Any] = []
+
+    def tags(tps: Any) -> list[Any]:
+        return sorted((names[p.topic], p.partition) for p in tps)
+
+    class Named(ConsumerRebalanceListener):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            events.append((self.tag, "revoked", tags(revoked)))
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            events.append((self.tag, "assigned", tags(assigned)))
+
+    async def step(want: str) -> dict[str, Any]:
+        got: list[Any] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while loop.time() < deadline:
+            batch = await c.getmany(timeout_ms=100)
+            got.extend((names[r.topic], r.partition, r.offset) for rs in batch.values() for r in rs)
+            if any(e[1] == "assigned" for e in events) and any(g[0] == want for g in got):
+                break
+        return {"events": list(events), "records": got}
+
+    out: dict[str, Any] = {}
+    c = AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    first = Named("first")
+    c.subscribe([t1], listener=first)
+    await c.start()
+    try:
+        out["start"] = await step("t1")
+        second = Named("second")
+        for name, topics, listener, want in (
+            ("same_topics_new_listener", [t1], second, "t1"),
+            ("same_topics_same_listener", [t1], second, "t1"),
+            ("other_topics", [t2], Named("third"), "t2"),
+        ):
+            events.clear()
+            c.subscribe(topics, listener=listener)
+            out[name] = await step(want)
+    finally:
+        await c.stop()
+    return out
+
+
+async def consumer_deserializer_error_retried(ctx: Any) -> Any:
+    """A value deserializer fails on a record: getone() raises the deserializer's error with
+    the position left at the record, and deserializes it again on the next call (a transient
+    failure goes away); a permanent one is raised on every call until a seek past it."""
+    topic = await ctx.topic(1)
+    tp = TopicPartition(topic, 0)
+    async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
+        for v in (b"a0", b"flaky", b"a2", b"broken", b"a4"):
+            await p.send_and_wait(topic, v, partition=0)
+    flaky_failures = [1]
+
+    def deserialize(value: bytes) -> str:
+        if value == b"flaky" and flaky_failures[0] > 0:
+            flaky_failures[0] -= 1
+            raise ValueError("transient")
+        if value == b"broken":
+            raise ValueError("permanent")
+        return value.decode()
+
+    steps: list[Any] = []
+    async with AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        value_deserializer=deserialize,
+        auto_offset_reset="earliest",
+    ) as c:
+        c.assign([tp])
+        for i in range(7):
+            if i == 6:
+                c.seek(tp, 4)
+                steps.append(("seek", 4))
+            try:
+                r = await asyncio.wait_for(c.getone(), 15)
+                steps.append(("record", r.offset, r.value))
+            except ValueError as exc:
+                steps.append(("raised", type(exc).__name__, str(exc)))
+            steps.append(("position", await c.position(tp)))
+    return steps
+
+
+async def consumer_partition_order(ctx: Any) -> Any:
+    """Records of two partitions fetched together: getone() hands out one partition's fetched
+    records before the next one's (aiokafka and the Java client alike; aiokafka's own
+    test_manual_subscribe_pattern relies on it when an earlier run left a matching topic)."""
+    topic = await ctx.topic(2)
+    for p in (0, 1):
+        await _produce(ctx, topic, 10, partition=p)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign(tps)
+        order = []
+        for _ in range(20):
+            r = await asyncio.wait_for(c.getone(), 15)
+            order.append((r.partition, r.offset))
+    runs: list[int] = []
+    for i, (p, _) in enumerate(order):
+        if i and order[i - 1][0] == p:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+    out["run_lengths"] = runs
+    out["each_partition_in_order"] = all(
+        [o for q, o in order if q == p] == list(range(10)) for p in (0, 1)
+    )
+    return out
