@@ -25,7 +25,7 @@ from typing import Any
 
 from . import errors as Errors
 
-__all__ = ["AbstractTokenProvider", "OIDCTokenProvider"]
+__all__ = ["AbstractTokenProvider", "MSKIAMTokenProvider", "MissingExtraError", "OIDCTokenProvider"]
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,52 @@ class AbstractTokenProvider(abc.ABC):
         return {}
 
 
-class OIDCTokenProvider(AbstractTokenProvider):
+class _CachingTokenProvider(AbstractTokenProvider):
+    """A token from ``_fetch()`` (token, lifetime in seconds), reused until ``refresh_fraction``
+    of its lifetime has passed; one fetch at a time; a failed refresh keeps a still-valid token."""
+
+    refresh_fraction = 0.8
+
+    def _init_cache(self) -> None:
+        self._token: str | None = None
+        self._expires_at = 0.0  # time.monotonic() when the cached token expires
+        self._refresh_at = 0.0  # ... and when it should be replaced
+        self._lock: asyncio.Lock | None = None
+        #: tokens fetched (or signed) so far
+        self.fetches = 0
+
+    @abc.abstractmethod
+    async def _fetch(self) -> tuple[str, float]:
+        """A new token and its lifetime in seconds (raises a KafkaError)."""
+
+    async def token(self) -> str:
+        """The cached token, or a new one once the refresh point passed (one fetch at a time:
+        concurrent callers share it)."""
+        if self._token is not None and time.monotonic() < self._refresh_at:
+            return self._token
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            now = time.monotonic()
+            if self._token is not None and now < self._refresh_at:
+                return self._token
+            try:
+                token, lifetime = await self._fetch()
+            except Errors.KafkaError as exc:
+                if self._token is not None and time.monotonic() < self._expires_at:
+                    log.warning("refreshing the token failed, the current one is kept: %s", exc)
+                    self._refresh_at = min(self._expires_at, time.monotonic() + 1.0)
+                    return self._token
+                raise
+            now = time.monotonic()
+            self._token = token
+            self._expires_at = now + lifetime
+            self._refresh_at = now + lifetime * self.refresh_fraction
+            self.fetches += 1
+            return token
+
+
+class OIDCTokenProvider(_CachingTokenProvider):
     """OAuth 2 client credentials (RFC 6749 4.4) from ``token_endpoint``, cached and refreshed.
 
     ``client_id`` / ``client_secret`` authenticate the client to the endpoint with HTTP Basic
@@ -110,12 +155,7 @@ class OIDCTokenProvider(AbstractTokenProvider):
         self.refresh_fraction = refresh_fraction
         self.default_lifetime = default_lifetime
         self._url = url
-        self._token: str | None = None
-        self._expires_at = 0.0  # time.monotonic() when the cached token expires
-        self._refresh_at = 0.0  # ... and when it should be replaced
-        self._lock: asyncio.Lock | None = None
-        #: tokens fetched from the endpoint so far
-        self.fetches = 0
+        self._init_cache()
 
     def __repr__(self) -> str:
         return f"<OIDCTokenProvider {self.token_endpoint} client_id={self.client_id!r}>"
@@ -123,34 +163,6 @@ class OIDCTokenProvider(AbstractTokenProvider):
     def extensions(self) -> dict[str, Any]:
         """The ``extensions`` given at construction."""
         return dict(self._extensions)
-
-    async def token(self) -> str:
-        """The cached token, or a new one once the refresh point passed (one fetch at a time:
-        concurrent callers share it)."""
-        if self._token is not None and time.monotonic() < self._refresh_at:
-            return self._token
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            now = time.monotonic()
-            if self._token is not None and now < self._refresh_at:
-                return self._token
-            try:
-                token, lifetime = await self._fetch()
-            except Errors.KafkaError as exc:
-                if self._token is not None and time.monotonic() < self._expires_at:
-                    log.warning(
-                        "refreshing the OAuth token failed, the current one is kept: %s", exc
-                    )
-                    self._refresh_at = min(self._expires_at, time.monotonic() + 1.0)
-                    return self._token
-                raise
-            now = time.monotonic()
-            self._token = token
-            self._expires_at = now + lifetime
-            self._refresh_at = now + lifetime * self.refresh_fraction
-            self.fetches += 1
-            return token
 
     # ------------------------------------------------------------------ HTTP
 
@@ -240,6 +252,119 @@ class OIDCTokenProvider(AbstractTokenProvider):
         if lifetime is None:
             lifetime = self.default_lifetime
         return token, float(lifetime)
+
+
+class MissingExtraError(Errors.KafkaConfigurationError, ImportError):
+    """An optional dependency is not installed: the message names the extra that brings it
+    (both a :class:`~aiokafka_lite.errors.KafkaError` and an :class:`ImportError`)."""
+
+
+class MSKIAMTokenProvider(_CachingTokenProvider):
+    """AWS MSK IAM tokens for OAUTHBEARER, signed by AWS's own ``aws-msk-iam-sasl-signer-python``
+    (``pip install 'aiokafka_lite[msk]'``; a :class:`MissingExtraError` naming the extra when it
+    is missing).
+
+    The credentials come from botocore's default chain (environment, ``~/.aws``, SSO, container
+    and instance roles), or from the named ``profile``, or by assuming ``role_arn`` through STS
+    (``sts_session_name``), or from a botocore ``CredentialProvider`` (``credentials_provider``);
+    at most one of the three. The signer is synchronous (reading files, maybe calling STS or the
+    instance metadata service), so it runs in a worker thread, never on the event loop, each
+    call bounded by ``timeout`` seconds (``KafkaTimeoutError``). A token (valid 15 minutes) is
+    reused until ``refresh_fraction`` of its lifetime has passed, so each re-authentication
+    (MSK closes sessions after their lifetime, KIP-368) gets a fresh one. Signing failures
+    (no credentials, unknown profile, STS refusing the role) raise
+    ``AuthenticationFailedError`` with the signer's exception chained.
+    """
+
+    def __init__(
+        self,
+        region: str,
+        *,
+        profile: str | None = None,
+        role_arn: str | None = None,
+        sts_session_name: str | None = None,
+        credentials_provider: Any = None,
+        timeout: float = 10.0,
+        refresh_fraction: float = 0.8,
+    ) -> None:
+        try:
+            from aws_msk_iam_sasl_signer import MSKAuthTokenProvider as signer
+        except ImportError as exc:
+            raise MissingExtraError(
+                "MSKIAMTokenProvider needs AWS's signer package: "
+                "pip install 'aiokafka_lite[msk]' (aws-msk-iam-sasl-signer-python)"
+            ) from exc
+        if not region or not isinstance(region, str):
+            raise Errors.KafkaConfigurationError("region must be an AWS region name")
+        if sum(x is not None for x in (profile, role_arn, credentials_provider)) > 1:
+            raise Errors.KafkaConfigurationError(
+                "give at most one of profile, role_arn and credentials_provider"
+            )
+        if sts_session_name is not None and role_arn is None:
+            raise Errors.KafkaConfigurationError("sts_session_name needs role_arn")
+        if not 0 < refresh_fraction <= 1:
+            raise Errors.KafkaConfigurationError("refresh_fraction must be in (0, 1]")
+        if timeout <= 0:
+            raise Errors.KafkaConfigurationError("timeout must be positive")
+        self.region = region
+        self.profile = profile
+        self.role_arn = role_arn
+        self.sts_session_name = sts_session_name
+        self.credentials_provider = credentials_provider
+        self.timeout = timeout
+        self.refresh_fraction = refresh_fraction
+        self._signer = signer
+        self._init_cache()
+
+    def __repr__(self) -> str:
+        via = (
+            f" profile={self.profile!r}"
+            if self.profile
+            else f" role_arn={self.role_arn!r}"
+            if self.role_arn
+            else ""
+        )
+        return f"<MSKIAMTokenProvider region={self.region!r}{via}>"
+
+    def _sign(self) -> tuple[str, int]:
+        signer, region = self._signer, self.region
+        if self.profile is not None:
+            return signer.generate_auth_token_from_profile(region, self.profile)  # type: ignore[no-any-return]
+        if self.role_arn is not None:
+            if self.sts_session_name is not None:
+                return signer.generate_auth_token_from_role_arn(  # type: ignore[no-any-return]
+                    region, self.role_arn, self.sts_session_name
+                )
+            return signer.generate_auth_token_from_role_arn(region, self.role_arn)  # type: ignore[no-any-return]
+        if self.credentials_provider is not None:
+            return signer.generate_auth_token_from_credentials_provider(  # type: ignore[no-any-return]
+                region, self.credentials_provider
+            )
+        return signer.generate_auth_token(region)  # type: ignore[no-any-return]
+
+    async def _fetch(self) -> tuple[str, float]:
+        try:
+            token, expiry_ms = await asyncio.wait_for(asyncio.to_thread(self._sign), self.timeout)
+        except asyncio.TimeoutError:
+            raise Errors.KafkaTimeoutError(
+                f"signing the MSK IAM token took more than {self.timeout:g} s "
+                "(credentials chain or STS not answering)"
+            ) from None
+        except Errors.KafkaError:
+            raise
+        except Exception as exc:  # the signer's and botocore's own errors
+            why = (
+                "no AWS credentials found"
+                if isinstance(exc, AttributeError) and "access_key" in str(exc)
+                else f"{type(exc).__name__}: {exc}"
+            )
+            raise Errors.AuthenticationFailedError(
+                f"cannot sign an MSK IAM token for {self.region}: {why}"
+            ) from exc
+        lifetime = float(expiry_ms) / 1000.0 - time.time()
+        if lifetime <= 0:
+            raise Errors.AuthenticationFailedError("the signer returned an expired MSK IAM token")
+        return str(token), lifetime
 
 
 async def _read_http_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:

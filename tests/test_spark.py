@@ -902,3 +902,178 @@ def test_admission_control_follows_sparks_read_limits(monkeypatch):
         offsets(30, 30),
         offsets(30, 30),
     ]
+
+
+# ------------------------------------------------------------------ OAUTHBEARER options
+
+
+def _unsecured_jws(sub: str = "spark", lifetime: float = 3600.0) -> str:
+    """An unsecured JWS (``alg: none``), as Apache Kafka's unsecured validator accepts it."""
+    import base64
+
+    def b64(doc: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+    now = time.time()
+    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime})}."
+
+
+def make_test_provider() -> Any:
+    """``kafka.sasl.oauth.token.provider=test_spark:make_test_provider`` in the tests below."""
+    from aiokafka_lite.abc import AbstractTokenProvider
+
+    class Unsecured(AbstractTokenProvider):
+        async def token(self) -> str:
+            return _unsecured_jws()
+
+    return Unsecured()
+
+
+OAUTH_JAAS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+    'clientId="spark-app" clientSecret="s3cr:et" scope="kafka" extension_logicalCluster="lkc-1";'
+)
+
+
+def test_oauthbearer_options_make_a_token_provider():
+    """Java's client-credentials options (JAAS line, or Kafka 4.1's option names) become an
+    OIDCTokenProvider where the client is created; Kafka's own login callback handler is
+    accepted, a Java class of the application's is refused naming the Python replacement."""
+    from aiokafka_lite.auth import OIDCTokenProvider
+    from aiokafka_lite.consumer import AIOKafkaConsumer
+    from aiokafka_lite.spark._offsets import check_client_options, client_kwargs
+
+    base = {
+        "kafka.bootstrap.servers": "h:1",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+    }
+    handler = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+    java_style = parse_options(
+        {
+            **base,
+            "kafka.sasl.jaas.config": OAUTH_JAAS,
+            "kafka.sasl.login.callback.handler.class": handler,
+        }
+    )
+    kip_1139 = parse_options(
+        {
+            **base,
+            "kafka.sasl.oauthbearer.client.credentials.client.id": "spark-app",
+            "kafka.sasl.oauthbearer.client.credentials.client.secret": "s3cr:et",
+            "kafka.sasl.oauthbearer.scope": "kafka",
+        }
+    )
+    for opts in (java_style, kip_1139):
+        assert check_client_options(opts) == []
+        kw = client_kwargs(AIOKafkaConsumer, opts)
+        provider = kw["sasl_oauth_token_provider"]
+        assert isinstance(provider, OIDCTokenProvider)
+        assert (provider.token_endpoint, provider.client_id, provider.scope) == (
+            "https://idp.example/token",
+            "spark-app",
+            "kafka",
+        )
+        assert kw["sasl_mechanism"] == "OAUTHBEARER" and "ssl_context" in kw
+    assert java_style.client["sasl_oauth_extensions"] == {"logicalCluster": "lkc-1"}
+    assert client_kwargs(AIOKafkaConsumer, java_style)[
+        "sasl_oauth_token_provider"
+    ].extensions() == {"logicalCluster": "lkc-1"}
+    own = parse_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "kafka.sasl.mechanism": "OAUTHBEARER",
+            "kafka.sasl.oauth.token.provider": "test_spark:make_test_provider",
+        }
+    )
+    assert check_client_options(own) == []
+    provider = client_kwargs(AIOKafkaConsumer, own)["sasl_oauth_token_provider"]
+    assert asyncio.run(provider.token()).count(".") == 2
+
+    mech = {"kafka.bootstrap.servers": "h:1", "kafka.sasl.mechanism": "OAUTHBEARER"}
+    with pytest.raises(errors.IllegalArgumentError, match="needs a token source"):
+        parse_options(mech)
+    with pytest.raises(errors.IllegalArgumentError, match="client id and secret"):
+        parse_options({**base})
+    with pytest.raises(errors.IllegalArgumentError, match=r"kafka\.sasl\.oauth\.token\.provider"):
+        parse_options({**mech, "kafka.sasl.login.callback.handler.class": "com.acme.MyHandler"})
+    with pytest.raises(errors.IllegalArgumentError, match="module:callable"):
+        parse_options({**mech, "kafka.sasl.oauth.token.provider": "not a callable"})
+    for spec, why in (
+        ("test_spark:_reader", "raised TypeError"),  # needs arguments
+        ("test_spark:_unsecured_jws", "returned str, not an aiokafka_lite.abc"),
+    ):
+        bad = parse_options({**mech, "kafka.sasl.oauth.token.provider": spec})
+        with pytest.raises(errors.KafkaConfigurationError, match=why):
+            client_kwargs(AIOKafkaConsumer, bad)
+    missing = parse_options({**mech, "kafka.sasl.oauth.token.provider": "no_such_mod:make"})
+    with pytest.raises(errors.KafkaConfigurationError, match="cannot load"):
+        client_kwargs(AIOKafkaConsumer, missing)
+
+
+async def test_oauthbearer_client_credentials_through_spark(spark, broker, new_topic):
+    """Spark options as a Java Spark job writes them: the JAAS line's client credentials reach a
+    token endpoint (served here, handing out tokens the broker's validator accepts) from the
+    driver and the executors, and the broker's OAUTHBEARER listener lets the job write and read."""
+    if broker.kind != "apache" or broker.sasl_bootstrap is None:
+        pytest.skip(f"[{broker.kind}] only the apache broker has an OAUTHBEARER listener")
+    import http.server
+    import threading
+    import urllib.parse
+
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    class TokenEndpoint(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            seen.append((self.headers.get("Authorization", ""), dict(urllib.parse.parse_qsl(body))))
+            doc = json.dumps(
+                {"access_token": _unsecured_jws(), "token_type": "Bearer", "expires_in": 3600}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(doc)))
+            self.end_headers()
+            self.wfile.write(doc)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TokenEndpoint)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        topic = await new_topic(partitions=2)
+        options = {
+            "kafka.bootstrap.servers": broker.sasl_bootstrap,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "OAUTHBEARER",
+            "kafka.sasl.jaas.config": OAUTH_JAAS,
+            "kafka.sasl.login.callback.handler.class": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+            ),
+            "kafka.sasl.oauthbearer.token.endpoint.url": (
+                f"http://127.0.0.1:{server.server_address[1]}/token"
+            ),
+        }
+        rows = [(f"k{i}", f"v{i}") for i in range(20)]
+        (
+            spark.createDataFrame(rows, "key string, value string")
+            .write.format("aiokafka_lite")
+            .options(**options)
+            .option("topic", topic)
+            .mode("append")
+            .save()
+        )
+        df = spark.read.format("aiokafka_lite").options(**options).option("subscribe", topic).load()
+        got = sorted((r.key.decode(), r.value.decode()) for r in df.collect())
+        assert got == sorted(rows)
+    finally:
+        server.shutdown()
+        server.server_close()
+    import base64
+
+    expected = "Basic " + base64.b64encode(b"spark-app:s3cr%3Aet").decode()
+    assert seen and all(auth == expected for auth, _ in seen)
+    assert all(form == {"grant_type": "client_credentials", "scope": "kafka"} for _, form in seen)

@@ -81,6 +81,64 @@ def _ssl_context(client: dict[str, Any]) -> ssl.SSLContext | None:
     return ctx
 
 
+#: OAUTHBEARER token source options (``kafka.sasl.oauthbearer.*``, the OAuthBearerLoginModule
+#: JAAS line), made into a token provider where the client is created (like ``ssl_context``).
+OAUTH_OPTIONS = (
+    "sasl_oauth_token_endpoint_url",
+    "sasl_oauth_client_id",
+    "sasl_oauth_client_secret",
+    "sasl_oauth_scope",
+    "sasl_oauth_extensions",
+)
+
+
+def _token_provider(client: dict[str, Any]) -> Any:
+    """The ``sasl_oauth_token_provider`` the options describe: ``module:callable`` called with
+    no arguments, else an :class:`~aiokafka_lite.auth.OIDCTokenProvider` for the token endpoint;
+    None when neither is set."""
+    from aiokafka_lite.abc import AbstractTokenProvider
+
+    spec = client.get("sasl_oauth_token_provider")
+    if isinstance(spec, str):
+        import importlib
+
+        module_name, _, attr = spec.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise Errors.KafkaConfigurationError(
+                f"kafka.sasl.oauth.token.provider: cannot load {spec!r}: {exc}"
+            ) from exc
+        try:
+            provider = target()
+        except Errors.KafkaError:
+            raise
+        except Exception as exc:  # the application's callable failed
+            raise Errors.KafkaConfigurationError(
+                f"kafka.sasl.oauth.token.provider: {spec}() raised {exc!r}"
+            ) from exc
+        if not isinstance(provider, AbstractTokenProvider):
+            raise Errors.KafkaConfigurationError(
+                f"kafka.sasl.oauth.token.provider: {spec} returned {type(provider).__name__}, "
+                "not an aiokafka_lite.abc.AbstractTokenProvider"
+            )
+        return provider
+    url = client.get("sasl_oauth_token_endpoint_url")
+    if url is None:
+        return None
+    from aiokafka_lite.auth import OIDCTokenProvider
+
+    return OIDCTokenProvider(
+        str(url),
+        str(client["sasl_oauth_client_id"]),
+        str(client["sasl_oauth_client_secret"]),
+        scope=client.get("sasl_oauth_scope"),
+        extensions=client.get("sasl_oauth_extensions"),
+    )
+
+
 def report_data_loss(options: KafkaOptions, what: str) -> None:
     """Records the query should have read are gone (``what`` says which): raise
     ``IllegalStateError`` when ``failOnDataLoss`` is on (the default), else log a warning."""
@@ -106,7 +164,7 @@ def check_client_options(options: KafkaOptions) -> list[str]:
     from aiokafka_lite.producer import AIOKafkaProducer
     from aiokafka_lite.spark._options import closest
 
-    known = set(SSL_OPTIONS)
+    known = set(SSL_OPTIONS) | set(OAUTH_OPTIONS)
     for cls in (KafkaClient, AIOKafkaConsumer, AIOKafkaProducer):
         known.update(inspect.signature(cls).parameters)
     back = _renamed_back()
@@ -128,13 +186,18 @@ def check_client_options(options: KafkaOptions) -> list[str]:
 
 def client_kwargs(target: Any, options: KafkaOptions, **extra: Any) -> dict[str, Any]:
     """Keyword arguments for ``target`` (a client class): bootstrap, the ``kafka.*`` options it
-    accepts, an ``ssl_context`` built from ``kafka.ssl.*`` files, then ``extra`` (which wins)."""
+    accepts, an ``ssl_context`` built from ``kafka.ssl.*`` files, a token provider from the
+    OAUTHBEARER options, then ``extra`` (which wins)."""
     accepted = set(inspect.signature(target).parameters)
     kw: dict[str, Any] = {"bootstrap_servers": options.bootstrap_servers}
     kw.update({k: v for k, v in options.client.items() if k in accepted})
     ctx = _ssl_context(options.client)
     if ctx is not None and "ssl_context" in accepted:
         kw["ssl_context"] = ctx
+    if "sasl_oauth_token_provider" in accepted:
+        provider = _token_provider(options.client)
+        if provider is not None:
+            kw["sasl_oauth_token_provider"] = provider
     kw.update(extra)
     return kw
 

@@ -24,7 +24,13 @@ lower case; they are matched case-insensitively here too):
   ``max_batch_size``, ...). Numbers and ``true``/``false`` are converted. Options that would
   ``kafka.ssl.cafile`` / ``certfile`` / ``keyfile`` / ``password`` (PEM files, read where the
   client is created) make the TLS context. ``kafka.sasl.jaas.config`` of Kafka's
-  ``PlainLoginModule`` / ``ScramLoginModule`` gives the SASL user and password. Java key and
+  ``PlainLoginModule`` / ``ScramLoginModule`` gives the SASL user and password; of
+  ``OAuthBearerLoginModule`` the client credentials (``clientId``, ``clientSecret``, ``scope``,
+  ``extension_<name>``) that, with ``kafka.sasl.oauthbearer.token.endpoint.url``, make an
+  ``OIDCTokenProvider`` where the client is created. Java login callback handler classes are
+  refused (Kafka's own OAuthBearerLoginCallbackHandler is accepted): a Python
+  ``kafka.sasl.oauth.token.provider=module:callable`` returning a token provider replaces them.
+  Java key and
   trust stores (``kafka.ssl.keystore.*``, ``kafka.ssl.truststore.*``) and Kerberos
   (``kafka.sasl.kerberos.*``) are refused. Options that would break the data source's own offset handling
   (``auto.offset.reset``, ``enable.auto.commit``, (de)serializers, interceptors) are refused,
@@ -73,7 +79,27 @@ _RENAMED = {
     "batch.size": "max_batch_size",
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
+    # OAUTHBEARER client credentials (Kafka 4.1+ spells client id/secret and scope as options,
+    # older clients in the OAuthBearerLoginModule JAAS line): made into an OIDCTokenProvider
+    "sasl.oauthbearer.token.endpoint.url": "sasl_oauth_token_endpoint_url",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl_oauth_client_id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl_oauth_client_secret",
+    "sasl.oauthbearer.scope": "sasl_oauth_scope",
 }
+#: Kafka's own OAUTHBEARER login callback handler (client credentials): what
+#: ``sasl.oauthbearer.token.endpoint.url`` does here, so naming it changes nothing.
+_BUILTIN_OAUTH_HANDLERS = {
+    "org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.oauthbearerlogincallbackhandler",
+}
+#: Java classes plugged into the SASL login: they cannot run in Python.
+_JAVA_CLASS_OPTIONS = (
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
+    "sasl.login.class",
+)
+# ``module:callable`` (``pkg.mod:make_provider``)
+_CALLABLE_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # Refused as Spark's connector refuses them ("Kafka option '<name>' is not supported<why>"; the
 # (de)serializer reasons are Spark's words).
 _REFUSED = {
@@ -161,6 +187,14 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
             for arg, cred in _jaas_credentials(raw).items():
                 out.setdefault(arg, cred)
             continue
+        if name in _JAVA_CLASS_OPTIONS:
+            if raw.strip().lower() in _BUILTIN_OAUTH_HANDLERS:
+                continue
+            raise IllegalArgumentError(
+                f"Kafka option 'kafka.{name}' is not supported: Java classes cannot run here; "
+                "set kafka.sasl.oauth.token.provider to a Python 'module:callable' returning an "
+                "aiokafka_lite.abc.AbstractTokenProvider (or give the client-credentials options)"
+            )
         if name in _REFUSED:
             raise IllegalArgumentError(f"Kafka option '{name}' is not supported{_REFUSED[name]}")
         for prefix, why in _REFUSED_PREFIXES.items():
@@ -173,11 +207,38 @@ def _client_options(opts: Mapping[str, str]) -> dict[str, Any]:
         elif kwarg == "acks" and value == "all":
             value = -1
         out[kwarg] = value
+    _check_oauth(out)
     return out
 
 
-def _jaas_credentials(text: str) -> dict[str, str]:
-    """``username`` / ``password`` of a one-module JAAS line, as the SASL keyword arguments."""
+def _check_oauth(out: dict[str, Any]) -> None:
+    """OAUTHBEARER needs a token source: a ``module:callable`` or a token endpoint with a client
+    id and secret."""
+    spec = out.get("sasl_oauth_token_provider")
+    if spec is not None and not (isinstance(spec, str) and _CALLABLE_SPEC.fullmatch(spec)):
+        raise IllegalArgumentError(
+            f"kafka.sasl.oauth.token.provider: expected 'module:callable', got {spec!r}"
+        )
+    url = out.get("sasl_oauth_token_endpoint_url")
+    if url is not None and not (
+        out.get("sasl_oauth_client_id") and "sasl_oauth_client_secret" in out
+    ):
+        raise IllegalArgumentError(
+            "kafka.sasl.oauthbearer.token.endpoint.url needs a client id and secret: clientId= "
+            "and clientSecret= in kafka.sasl.jaas.config (OAuthBearerLoginModule), or "
+            "kafka.sasl.oauthbearer.client.credentials.client.id / .client.secret"
+        )
+    if str(out.get("sasl_mechanism", "")).upper() == "OAUTHBEARER" and spec is None and url is None:
+        raise IllegalArgumentError(
+            "kafka.sasl.mechanism=OAUTHBEARER needs a token source: "
+            "kafka.sasl.oauthbearer.token.endpoint.url with the client credentials, or "
+            "kafka.sasl.oauth.token.provider naming a Python 'module:callable'"
+        )
+
+
+def _jaas_credentials(text: str) -> dict[str, Any]:
+    """``username`` / ``password`` (PLAIN, SCRAM) or ``clientId`` / ``clientSecret`` / ``scope`` /
+    ``extension_<name>`` (OAUTHBEARER) of a one-module JAAS line, as keyword arguments."""
     match = _JAAS_MODULE.match(text)
     if match is None:
         raise IllegalArgumentError(
@@ -188,11 +249,23 @@ def _jaas_credentials(text: str) -> dict[str, str]:
     for name, dq, sq, bare in _JAAS_OPTION.findall(match.group(2)):
         value = dq or sq or bare
         found[name] = re.sub(r"\\(.)", r"\1", value) if (dq or sq) else value
-    out = {}
+    out: dict[str, Any] = {}
     if "username" in found:
         out["sasl_plain_username"] = found["username"]
     if "password" in found:
         out["sasl_plain_password"] = found["password"]
+    # OAuthBearerLoginModule: client credentials and SASL extensions (``extension_<name>``)
+    lower = {k.lower(): v for k, v in found.items()}
+    for jaas, arg in (
+        ("clientid", "sasl_oauth_client_id"),
+        ("clientsecret", "sasl_oauth_client_secret"),
+        ("scope", "sasl_oauth_scope"),
+    ):
+        if jaas in lower:
+            out[arg] = lower[jaas]
+    ext = {k[len("extension_") :]: v for k, v in found.items() if k.startswith("extension_")}
+    if ext:
+        out["sasl_oauth_extensions"] = ext
     return out
 
 
