@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
@@ -32,7 +33,7 @@ from aiokafka_lite.ops.membership import (
     leave_group_request,
     sync_group_request,
 )
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 from .assignors import (
     ConsumerProtocolMemberAssignment,
@@ -166,6 +167,22 @@ class Coordinator(OffsetsMixin):
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
         if leave:
             await self._leave_group("consumer stopped", max(0.0, deadline - loop.time()))
+
+    async def commit_through(
+        self, client: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """After :meth:`close`: commit ``offsets`` through ``client`` (a started client with the
+        consumer's settings; the consumer's own is closed), by aiokafka's method name as
+        every commit."""
+        if not self._closed:
+            raise Errors.IllegalStateError("commit_through() is for a closed coordinator")
+        closed_client, self._client = self._client, client
+        self.coordinator_id = None
+        try:
+            await self.commit_offsets(self._subs.assignment, offsets)
+        finally:
+            self._client = closed_client
+            self.coordinator_id = None
 
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a

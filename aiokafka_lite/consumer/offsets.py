@@ -57,6 +57,7 @@ class OffsetsMixin:
     _backoff: float
     _request_timeout_ms: int
     _require_stable: bool
+    _closed: bool
     _last_committed: dict[TopicPartition, int]
     _h_commit: tuple[Callable[..., Any], ...]
 
@@ -103,7 +104,9 @@ class OffsetsMixin:
         emit(hooks, self.group_id, offsets, time.monotonic() - started, None)
 
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        group_managed = self.uses_group
+        # once closed the member has left (commit_through): the commit goes out as aiokafka's
+        # does then, generation -1 and no member id, and the broker decides
+        group_managed = self.uses_group and not self._closed
         if group_managed and (self.generation < 0 or (self._rejoin and not self._subs.assignment)):
             raise Errors.CommitFailedError(
                 "Commit cannot be completed: the consumer is not part of an active group generation "
