@@ -545,3 +545,33 @@ async def test_commit_after_stop_commits_outside_the_group(
     finally:
         await other.stop()
     assert await committed() == 2
+
+
+async def test_stop_makes_the_last_auto_commit_as_a_member(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """stop() of an auto-committing group consumer commits its positions while still a member
+    (before the LeaveGroup), even when the auto-commit interval has not come round."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 3)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{topic}"
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        auto_commit_interval_ms=600000,
+        auto_offset_reset="earliest",
+    )
+    await c.start()
+    try:
+        got = [(await asyncio.wait_for(c.getone(), 20)).offset for _ in range(3)]
+    finally:
+        await c.stop()
+    assert got == [0, 1, 2]
+    reader = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+    await reader.start()
+    try:
+        assert await reader.committed(tp) == 3
+    finally:
+        await reader.stop()

@@ -119,6 +119,7 @@ class Coordinator(OffsetsMixin):
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._outside_group = False
         self._revoking = False  # the revoke listener runs: keep heartbeating
         self.fatal: BaseException | None = None
         #: set once the first assignment is applied, or a fatal error is stored (start() waits)
@@ -178,9 +179,11 @@ class Coordinator(OffsetsMixin):
             raise Errors.IllegalStateError("commit_through() is for a closed coordinator")
         closed_client, self._client = self._client, client
         self.coordinator_id = None
+        self._outside_group = True
         try:
             await self.commit_offsets(self._subs.assignment, offsets)
         finally:
+            self._outside_group = False
             self._client = closed_client
             self.coordinator_id = None
 
