@@ -131,7 +131,7 @@ class KafkaClient:
         self,
         *,
         loop: Any = None,
-        bootstrap_servers: str | Iterable[str] = "localhost",
+        bootstrap_servers: str | Iterable[str] | None = "localhost",
         client_id: str = "aiokafka_lite",
         request_timeout_ms: int = 40000,
         retry_backoff_ms: int = 100,
@@ -161,11 +161,17 @@ class KafkaClient:
             sasl_plain_password,
             sasl_oauth_token_provider,
         )
-        # kept as given (a generator read once) for the ``_bootstrap_servers`` compat view
-        self._bootstrap_given: str | list[str] = (
-            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        # kept as given (a generator read once) for the ``_bootstrap_servers`` compat view.
+        # None is accepted here and refused by start() with aiokafka's TypeError (kafkaesk
+        # builds its clients from a setting that may still be unset)
+        self._bootstrap_given: str | list[str] | None = (
+            bootstrap_servers
+            if bootstrap_servers is None or isinstance(bootstrap_servers, str)
+            else list(bootstrap_servers)
         )
-        self._bootstrap = parse_bootstrap(self._bootstrap_given)
+        self._bootstrap = (
+            [] if self._bootstrap_given is None else parse_bootstrap(self._bootstrap_given)
+        )
         self.client_id = client_id
         if not isinstance(hooks, HookSet):
             hooks = HookSet(
@@ -216,6 +222,8 @@ class KafkaClient:
             return
         if self._closed:
             raise Errors.IllegalStateError("KafkaClient is closed")
+        if self._bootstrap_given is None:  # aiokafka's exception class, a clearer message
+            raise TypeError("bootstrap_servers is None: give 'host:port' or a list of them")
         self._loop = asyncio.get_running_loop()
         try:
             await self._bootstrap_metadata()
@@ -658,7 +666,7 @@ class KafkaClient:
         return random.choice(nodes) if nodes else None
 
     @property
-    def _bootstrap_servers(self) -> str | list[str]:
+    def _bootstrap_servers(self) -> str | list[str] | None:
         """``bootstrap_servers`` as given, a string or a list, as aiokafka keeps it
         (opentelemetry-instrumentation-aiokafka reports it as is; kstreams' tests compare it
         with the list they passed)."""

@@ -84,10 +84,15 @@ class ClientInfo:
 
     @classmethod
     def of(
-        cls, kind: str, client_id: str, group_id: str | None, servers: str | Iterable[str]
+        cls,
+        kind: str,
+        client_id: str,
+        group_id: str | None,
+        servers: str | Iterable[str] | None,
     ) -> ClientInfo:
-        """``servers`` as a client takes them (a string or a list of addresses)."""
-        text = servers if isinstance(servers, str) else ",".join(servers)
+        """``servers`` as a client takes them (a string or a list of addresses; None: not
+        given yet, the client's start() refuses it)."""
+        text = "" if servers is None else servers if isinstance(servers, str) else ",".join(servers)
         return cls(kind, client_id, group_id, text)
 
 

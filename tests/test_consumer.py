@@ -497,3 +497,83 @@ async def test_wait_for_data_wakes_on_the_next_loop_turn() -> None:
         with pytest.raises(asyncio.CancelledError):
             await waiter
         assert not signal._waiters
+
+
+async def test_commit_after_stop_commits_outside_the_group(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """As aiokafka's: a subscribed group consumer can still commit after stop() (kafkaesk
+    commits what it handled on shutdown): the stopped assignment, outside the group it left,
+    explicit offsets or the positions; with another member in the group the broker refuses it
+    (CommitFailedError)."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 3)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{topic}"
+
+    async def committed() -> int | None:
+        reader = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+        await reader.start()
+        try:
+            return await reader.committed(tp)
+        finally:
+            await reader.stop()
+
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await c.start()
+    try:
+        got = [(await asyncio.wait_for(c.getone(), 20)).offset for _ in range(2)]
+    finally:
+        await c.stop()
+    assert got == [0, 1]
+    await asyncio.wait_for(c.commit({tp: 1}), 30)
+    assert await committed() == 1
+    await asyncio.wait_for(c.commit(), 30)  # the positions at stop()
+    assert await committed() == 2
+    other = AIOKafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False
+    )
+    await other.start()
+    try:
+        assert other.assignment() == {tp}
+        with pytest.raises(Errors.CommitFailedError):
+            await asyncio.wait_for(c.commit({tp: 3}), 30)
+    finally:
+        await other.stop()
+    assert await committed() == 2
+
+
+async def test_stop_makes_the_last_auto_commit_as_a_member(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """stop() of an auto-committing group consumer commits its positions while still a member
+    (before the LeaveGroup), even when the auto-commit interval has not come round."""
+    topic = await new_topic(partitions=1)
+    await produce(kafka_bootstrap, topic, 3)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{topic}"
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_id=group,
+        auto_commit_interval_ms=600000,
+        auto_offset_reset="earliest",
+    )
+    await c.start()
+    try:
+        got = [(await asyncio.wait_for(c.getone(), 20)).offset for _ in range(3)]
+    finally:
+        await c.stop()
+    assert got == [0, 1, 2]
+    reader = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group)
+    await reader.start()
+    try:
+        assert await reader.committed(tp) == 3
+    finally:
+        await reader.stop()

@@ -74,7 +74,7 @@ class AIOKafkaConsumer:
         self,
         *topics: str,
         loop: Any = None,
-        bootstrap_servers: str | list[str] = "localhost",
+        bootstrap_servers: str | list[str] | None = "localhost",
         client_id: str = "aiokafka_lite",
         group_id: str | None = None,
         group_instance_id: str | None = None,
@@ -131,7 +131,8 @@ class AIOKafkaConsumer:
         )
         #: on_consume hooks: called for every record handed out
         self._h_consume = self._hooks.on_consume
-        self._client = KafkaClient(
+        # kept for commit() after stop(), which commits through a new client of these settings
+        self._client_args: dict[str, Any] = dict(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
@@ -147,6 +148,7 @@ class AIOKafkaConsumer:
             allow_auto_topic_creation=allow_auto_create_topics,
             hooks=self._hooks,
         )
+        self._client = KafkaClient(**self._client_args)
         self._group_id = group_id
         self._group_instance_id = group_instance_id
         self._allow_auto_create = allow_auto_create_topics
@@ -564,8 +566,44 @@ class AIOKafkaConsumer:
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
         """Commit ``offsets`` (tp -> offset, (offset, metadata) or OffsetAndMetadata), or the
-        current position of every assigned partition."""
+        current position of every assigned partition.
+
+        After :meth:`stop` it still commits, as aiokafka's does: the assignment the consumer
+        had when it stopped, outside the group it left (the broker takes it while no other
+        member is in the group; CommitFailedError otherwise)."""
+        if self._closed:
+            await self._commit_stopped(offsets)
+            return
         _, coordinator = self._parts()
+        # through aiokafka's method name, so tracers that patch
+        # GroupCoordinator.commit_offsets (ddtrace) see every explicit commit
+        await coordinator.commit_offsets(
+            self._subscription.assignment, self._offsets_to_commit(coordinator, offsets)
+        )
+
+    async def _commit_stopped(self, offsets: Mapping[TopicPartition, Any] | None) -> None:
+        """commit() after stop(): aiokafka's client reconnects on demand, so its commit goes
+        out with the membership stop() left (generation -1 after the LeaveGroup). Ours
+        connects a short-lived client with the same settings for it."""
+        coordinator = self._coordinator
+        if self._group_id is None:
+            raise Errors.IllegalOperation("commit() requires a group_id")
+        if coordinator is None:  # stopped before start(): nothing was ever assigned
+            raise Errors.IllegalStateError("No partitions assigned")
+        to_commit = self._offsets_to_commit(coordinator, offsets)
+        if not to_commit:
+            return
+        client = KafkaClient(**self._client_args)
+        try:
+            await client.start()
+            await coordinator.commit_through(client, to_commit)
+        finally:
+            await client.close()
+
+    def _offsets_to_commit(
+        self, coordinator: Coordinator, offsets: Mapping[TopicPartition, Any] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """commit()'s checks and what it commits (``offsets`` validated, or the positions)."""
         if self._group_id is None:
             raise Errors.IllegalOperation("commit() requires a group_id")
         subs = self._subscription
@@ -591,9 +629,7 @@ class AIOKafkaConsumer:
             for tp in to_commit:
                 if subs.assignment and not subs.is_assigned(tp):
                     raise Errors.IllegalStateError(f"Partition {tp} is not assigned")
-        # through aiokafka's method name, so tracers that patch
-        # GroupCoordinator.commit_offsets (ddtrace) see every explicit commit
-        await coordinator.commit_offsets(self._subscription.assignment, to_commit)
+        return to_commit
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The last committed offset of ``partition`` (None if nothing was committed)."""

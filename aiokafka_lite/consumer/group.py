@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
@@ -32,7 +33,7 @@ from aiokafka_lite.ops.membership import (
     leave_group_request,
     sync_group_request,
 )
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 from .assignors import (
     ConsumerProtocolMemberAssignment,
@@ -119,6 +120,7 @@ class Coordinator(OffsetsMixin):
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._outside_group = False
         self._revoking = False  # the revoke listener runs: keep heartbeating
         self.fatal: BaseException | None = None
         #: set once the first assignment is applied, or a fatal error is stored (start() waits)
@@ -178,6 +180,24 @@ class Coordinator(OffsetsMixin):
         elif leave:  # nobody to tell: forget the membership (static members never leave)
             self.generation = -1
             self.member_id = ""
+
+    async def commit_through(
+        self, client: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """After :meth:`close`: commit ``offsets`` through ``client`` (a started client with the
+        consumer's settings; the consumer's own is closed), by aiokafka's method name as
+        every commit."""
+        if not self._closed:
+            raise Errors.IllegalStateError("commit_through() is for a closed coordinator")
+        closed_client, self._client = self._client, client
+        self.coordinator_id = None
+        self._outside_group = True
+        try:
+            await self.commit_offsets(self._subs.assignment, offsets)
+        finally:
+            self._outside_group = False
+            self._client = closed_client
+            self.coordinator_id = None
 
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a

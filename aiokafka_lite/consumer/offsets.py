@@ -57,6 +57,8 @@ class OffsetsMixin:
     _backoff: float
     _request_timeout_ms: int
     _require_stable: bool
+    #: set while commit_through() commits for a stopped consumer, from outside the group
+    _outside_group: bool
     _last_committed: dict[TopicPartition, int]
     _h_commit: tuple[Callable[..., Any], ...]
 
@@ -103,7 +105,9 @@ class OffsetsMixin:
         emit(hooks, self.group_id, offsets, time.monotonic() - started, None)
 
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        group_managed = self.uses_group
+        # a stopped consumer's member has left (commit_through): the commit goes out as
+        # aiokafka's does then, generation -1 and no member id, and the broker decides
+        group_managed = self.uses_group and not self._outside_group
         if group_managed and (self.generation < 0 or (self._rejoin and not self._subs.assignment)):
             raise Errors.CommitFailedError(
                 "Commit cannot be completed: the consumer is not part of an active group generation "

@@ -64,7 +64,7 @@ class AIOKafkaProducer:
         self,
         *,
         loop: Any = None,
-        bootstrap_servers: str | list[str] = "localhost",
+        bootstrap_servers: str | list[str] | None = "localhost",
         client_id: str | None = None,
         metadata_max_age_ms: int = 300000,
         request_timeout_ms: int = 40000,
@@ -809,7 +809,8 @@ class AIOKafkaProducer:
     # -- aiokafka compatibility names ------------------------------------------------------
     # Semi-private names of aiokafka's producer that libraries built on aiokafka read; views
     # of this producer's own state (each commented with who needs it). Also used as is:
-    # ``client`` and ``_key_serializer``/``_value_serializer``/``_partitioner`` (same meaning).
+    # ``client`` and ``_key_serializer``/``_value_serializer``/``_partitioner`` (same meaning),
+    # ``_sender.sender_task`` (kafkaesk's health check before each publish; Sender.sender_task).
 
     @property
     def _metadata(self) -> Any:

@@ -109,6 +109,13 @@ class Sender:
         self._task = loop.create_task(self._run(), name="aiokafka_lite-sender")
         self._task.add_done_callback(self._on_task_done)
 
+    @property
+    def sender_task(self) -> asyncio.Task[None] | None:
+        """aiokafka compatibility name: the loop task, as aiokafka's ``Sender.sender_task``
+        (None before ``start()``, done once stopped or crashed). kafkaesk reads it through
+        ``producer._sender.sender_task`` before every publish to tell a healthy producer."""
+        return self._task
+
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
         """If the loop ever dies, fail every record instead of leaving futures hanging."""
         if task.cancelled() or task.exception() is None:
