@@ -114,6 +114,15 @@ class AIOKafkaConsumer:
         allow_auto_create_topics: bool = True,
         hooks: Iterable[object] | None = None,
     ) -> None:
+        # as aiokafka: the deprecated arguments are accepted with a DeprecationWarning
+        if loop is not None:
+            warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
+        if api_version is not None:
+            warnings.warn(
+                "api_version is ignored: versions are negotiated with each broker",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         if max_poll_records is not None and (
             not isinstance(max_poll_records, int) or max_poll_records < 1
         ):

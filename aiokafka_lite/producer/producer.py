@@ -98,6 +98,12 @@ class AIOKafkaProducer:
     ) -> None:
         if loop is not None:
             warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
+        if api_version is not None:  # as aiokafka
+            warnings.warn(
+                "api_version is ignored: versions are negotiated with each broker",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         try:
             codec = codec_id(compression_type)
         except Errors.KafkaError as exc:
@@ -221,7 +227,9 @@ class AIOKafkaProducer:
         except BaseException:  # cancelled or failed: a later start() tries again
             self._started = False
             raise
-        self.client.cluster.add_listener(self._on_metadata)
+        # the listener holds the cache, not the producer: the client's background tasks keep
+        # the cluster alive, and an unclosed producer must still be collectable (and warn)
+        self.client.cluster.add_listener(_ClearOnMetadata(self._topic_cache))
         if self._txn is not None:
             try:
                 await self._txn.init_producer_id()
@@ -272,9 +280,6 @@ class AIOKafkaProducer:
         await self.stop()
 
     # ---- metadata --------------------------------------------------------------------------
-
-    def _on_metadata(self, cluster: Any) -> None:
-        self._topic_cache.clear()
 
     async def _partitions(self, topic: str) -> tuple[list[int], list[int], frozenset[int]]:
         cached = self._topic_cache.get(topic)
@@ -854,3 +859,15 @@ class TransactionContext:
 
 
 Producer = AIOKafkaProducer
+
+
+class _ClearOnMetadata:
+    """Cluster listener that empties a producer's topic cache on every metadata update."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self, cache: dict[str, Any]) -> None:
+        self._cache = cache
+
+    def __call__(self, cluster: Any) -> None:
+        self._cache.clear()

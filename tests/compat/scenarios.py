@@ -1011,3 +1011,51 @@ async def transactions_public_api(ctx: Any) -> Any:
     finally:
         await plain.stop()
     return out
+
+
+async def unclosed_and_deprecated_warnings(ctx: Any) -> Any:
+    """aiokafka's own tests: a STARTED producer/consumer dropped without stop() warns
+    "Unclosed ..." (ResourceWarning) on ``del`` + ``gc.collect()`` and is collected; the
+    deprecated ``loop`` / ``api_version`` arguments warn with DeprecationWarning."""
+    import gc
+    import warnings
+    import weakref
+
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    for cls in (AIOKafkaProducer, AIOKafkaConsumer):
+        args = (topic,) if cls is AIOKafkaConsumer else ()
+        obj: Any = cls(*args, bootstrap_servers=ctx.bootstrap)
+        await obj.start()
+        ref = weakref.ref(obj)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loop = asyncio.get_running_loop()
+            handler = loop.get_exception_handler()
+            loop.set_exception_handler(lambda loop, context: None)
+            try:
+                del obj
+                await asyncio.sleep(0)
+                gc.collect()
+            finally:
+                loop.set_exception_handler(handler)
+            unclosed = [
+                str(w.message).split(" ")[:2]
+                for w in caught
+                if issubclass(w.category, ResourceWarning)
+                and str(w.message).startswith("Unclosed AIOKafka")
+            ]
+            del caught[:]
+        out[cls.__name__] = {"warned": unclosed, "collected": ref() is None}
+    loop = asyncio.get_running_loop()
+    for cls in (AIOKafkaProducer, AIOKafkaConsumer):
+        for kwargs in ({"loop": loop}, {"api_version": "auto"}):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                obj = cls(bootstrap_servers=ctx.bootstrap, **kwargs)
+                categories = sorted(
+                    {w.category.__name__ for w in caught if w.category is DeprecationWarning}
+                )
+            await obj.stop()  # never started: stop() only closes
+            out[f"{cls.__name__}/{next(iter(kwargs))}"] = categories
+    return out
