@@ -171,9 +171,28 @@ def _alias_module(name: str, names: dict[str, str]) -> types.ModuleType:
     return mod
 
 
+class _ExistingModule(importlib.abc.Loader):
+    """Loader that hands the import system a module that is already loaded."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+        self.spec = module.__spec__
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return self.module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__spec__ = self.spec  # the import system set the aiokafka path's spec: undo it
+
+
 class _AiokafkaFinder(importlib.abc.MetaPathFinder):
-    """Refuses every ``aiokafka.*`` path install_as_aiokafka() did not provide, so no module of
-    the real aiokafka (or a second copy of one of ours) is ever loaded beside the aliases."""
+    """Resolves the ``aiokafka.*`` paths install_as_aiokafka() did not list.
+
+    A submodule of a package that IS aiokafka_lite's (``aiokafka.producer.sender`` is
+    ``aiokafka_lite.producer.sender``, as attribute access from ``aiokafka.producer`` already
+    gives) is that module, so import and attribute access agree.  Every other path is refused,
+    so no module of the real aiokafka (or a second copy of one of ours) is ever loaded beside
+    the aliases."""
 
     def find_spec(
         self,
@@ -182,6 +201,20 @@ class _AiokafkaFinder(importlib.abc.MetaPathFinder):
         target: types.ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname == "aiokafka" or fullname.startswith("aiokafka."):
+            parent_name, _, child = fullname.rpartition(".")
+            parent = sys.modules.get(parent_name)
+            ours = getattr(parent, "__name__", "")
+            if parent is not None and (
+                ours == "aiokafka_lite" or ours.startswith("aiokafka_lite.")
+            ):
+                module: types.ModuleType | None
+                try:
+                    module = importlib.import_module(f"{ours}.{child}")
+                except ImportError:
+                    module = None
+                same = module is not None and getattr(parent, child, None) is module
+                if same and module is not None:
+                    return importlib.machinery.ModuleSpec(fullname, _ExistingModule(module))
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: aiokafka_lite is installed as aiokafka "
                 f"(install_as_aiokafka) and does not provide this module",

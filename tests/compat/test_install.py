@@ -350,3 +350,39 @@ def test_uninstall_removes_the_names_install_added() -> None:
         """
     )
     assert out == [True, [False, False], True]
+
+
+def test_submodules_of_our_packages_are_one_object_too() -> None:
+    """``aiokafka.producer`` IS ``aiokafka_lite.producer``, so ``aiokafka.producer.sender`` by
+    attribute is aiokafka_lite's module: importing that path gives the same object (it does not
+    raise while the attribute works), and the module keeps its own ``__spec__``."""
+    out = _run(
+        """
+        import importlib, json, sys, types
+        import aiokafka_lite
+        from aiokafka_lite.compat import ALIASES
+        aiokafka_lite.install_as_aiokafka()
+        checked = {}
+        for path in ALIASES:
+            parent = importlib.import_module(path)
+            if not parent.__name__.startswith("aiokafka_lite"):
+                continue
+            for child, mod in list(vars(parent).items()):
+                sub = f"{path}.{child}"
+                if (
+                    not isinstance(mod, types.ModuleType)
+                    or mod.__name__ != f"{parent.__name__}.{child}"
+                    or sub in ALIASES
+                ):
+                    continue
+                imported = importlib.import_module(sub)
+                checked[sub] = [
+                    imported is mod,
+                    sys.modules[sub] is mod,
+                    mod.__spec__.name == mod.__name__,
+                ]
+        print(json.dumps(checked))
+        """
+    )
+    assert "aiokafka.protocol.types" in out and "aiokafka.producer.sender" in out
+    assert {path: c for path, c in out.items() if not all(c)} == {}
