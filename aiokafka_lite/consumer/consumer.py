@@ -309,6 +309,12 @@ class AIOKafkaConsumer:
         # resource leak
         if not getattr(self, "_closed", True):
             _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
+            # release its sockets and tasks now, as aiokafka's do when collected with it
+            self._closed = True
+            for name in ("_coordinator", "_fetcher", "_client"):
+                part = getattr(self, name, None)
+                if part is not None:
+                    part.abandon()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()

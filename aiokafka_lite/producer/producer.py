@@ -275,6 +275,11 @@ class AIOKafkaProducer:
         # resource leak
         if not getattr(self, "_closed", True):
             _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
+            # release its sockets and tasks now, as aiokafka's do when collected with it
+            self._closed = True
+            for part in (getattr(self, "_sender", None), getattr(self, "client", None)):
+                if part is not None:
+                    part.abandon()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()

@@ -1047,6 +1047,11 @@ async def unclosed_and_deprecated_warnings(ctx: Any) -> Any:
             ]
             del caught[:]
         out[cls.__name__] = {"warned": unclosed, "collected": ref() is None}
+    for cls in (AIOKafkaProducer, AIOKafkaConsumer):
+        # as aiokafka's test harness: a loop of its own, closed after the drop; what is left
+        # unreleased (sockets, transports) warns when collected
+        released = await asyncio.to_thread(_drop_unclosed_on_own_loop, cls, ctx.bootstrap, topic)
+        out[f"{cls.__name__}/at_loop_close"] = released
     loop = asyncio.get_running_loop()
     for cls in (AIOKafkaProducer, AIOKafkaConsumer):
         for kwargs in ({"loop": loop}, {"api_version": "auto"}):
@@ -1059,3 +1064,38 @@ async def unclosed_and_deprecated_warnings(ctx: Any) -> Any:
             await obj.stop()  # never started: stop() only closes
             out[f"{cls.__name__}/{next(iter(kwargs))}"] = categories
     return out
+
+
+def _drop_unclosed_on_own_loop(cls: Any, bootstrap: str, topic: str) -> list[str]:
+    """Start ``cls`` on a new event loop, drop it unstopped, close the loop: the kinds of
+    ResourceWarning seen ("Unclosed AIOKafkaProducer", "unclosed transport", ...)."""
+    import gc
+    import warnings
+
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, context: None)
+
+    async def drop() -> None:
+        args = (topic,) if cls is AIOKafkaConsumer else ()
+        obj = cls(*args, bootstrap_servers=bootstrap)
+        await obj.start()
+        del obj
+        await asyncio.sleep(0)
+        gc.collect()
+        await asyncio.sleep(0.2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            loop.run_until_complete(drop())
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        finally:
+            loop.close()
+        gc.collect()
+        kinds = {
+            " ".join(str(w.message).split("<")[0].split()[:2])
+            for w in caught
+            if issubclass(w.category, ResourceWarning)
+        }
+    return sorted(kinds)
