@@ -702,6 +702,12 @@ class AIOKafkaConsumer:
         reset = self._subscription.default_reset
         return next(k for k, v in OFFSET_RESET_STRATEGIES.items() if v == reset)
 
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the consumer runs on (rebalance listeners in aiokafka's own tests
+        schedule tasks with ``consumer._loop.create_task``)."""
+        return self._client._loop or asyncio.get_running_loop()
+
 
 def _check_tp(tp: Any) -> None:
     if not isinstance(tp, TopicPartition):

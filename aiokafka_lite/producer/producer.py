@@ -812,6 +812,11 @@ class AIOKafkaProducer:
         return self.client.cluster
 
     @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the producer runs on (aiokafka's attribute, as the consumer's)."""
+        return self.client._loop or asyncio.get_running_loop()
+
+    @property
     def _request_timeout_ms(self) -> int:
         """``request_timeout_ms`` (kstreams' test helpers)."""
         return self.client.request_timeout_ms

@@ -1061,6 +1061,8 @@ async def unclosed_and_deprecated_warnings(ctx: Any) -> Any:
                 categories = sorted(
                     {w.category.__name__ for w in caught if w.category is DeprecationWarning}
                 )
+            # aiokafka's semi-private ``_loop`` (its tests' listeners create tasks with it)
+            out[f"{cls.__name__}/_loop"] = obj._loop is loop
             await obj.stop()  # never started: stop() only closes
             out[f"{cls.__name__}/{next(iter(kwargs))}"] = categories
     return out
