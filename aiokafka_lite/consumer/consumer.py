@@ -308,13 +308,14 @@ class AIOKafkaConsumer:
         # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
         # resource leak
         if not getattr(self, "_closed", True):
-            _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
-            # release its sockets and tasks now, as aiokafka's do when collected with it
+            # release its sockets and tasks now, as aiokafka's do when collected with it (first:
+            # the warning raises where warnings are errors)
             self._closed = True
             for name in ("_coordinator", "_fetcher", "_client"):
                 part = getattr(self, name, None)
                 if part is not None:
                     part.abandon()
+            _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
