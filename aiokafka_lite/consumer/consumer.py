@@ -315,6 +315,11 @@ class AIOKafkaConsumer:
                 part = getattr(self, name, None)
                 if part is not None:
                     part.abandon()
+            loop = getattr(getattr(self, "_client", None), "_loop", None)
+            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
+                loop.call_exception_handler(
+                    {"consumer": self, "message": "Unclosed AIOKafkaConsumer"}
+                )
             _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:

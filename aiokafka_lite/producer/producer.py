@@ -277,9 +277,15 @@ class AIOKafkaProducer:
             # release its sockets and tasks now, as aiokafka's do when collected with it (first:
             # the warning raises where warnings are errors)
             self._closed = True
-            for part in (getattr(self, "_sender", None), getattr(self, "client", None)):
+            client = getattr(self, "client", None)
+            for part in (getattr(self, "_sender", None), client):
                 if part is not None:
                     part.abandon()
+            loop = getattr(client, "_loop", None)
+            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
+                loop.call_exception_handler(
+                    {"producer": self, "message": "Unclosed AIOKafkaProducer"}
+                )
             _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:
