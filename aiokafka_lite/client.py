@@ -294,6 +294,22 @@ class KafkaClient:
         for conn in conns:
             await conn.wait_closed(timeout=0.5)
 
+    def abandon(self) -> None:
+        """Synchronous last resort for a client whose owner was garbage-collected without
+        stopping it (``__del__`` of the producer/consumer): cancel its tasks and close its
+        sockets at once, as aiokafka's connections do when collected.  Nothing is awaited;
+        does nothing once the event loop is closed."""
+        if self._closed or self._loop is None or self._loop.is_closed():
+            return
+        self._closed = True
+        self._metadata.stop()
+        for t in list(self._connecting.values()):
+            t.cancel()
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close(None)
+
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""

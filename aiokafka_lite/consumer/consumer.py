@@ -114,6 +114,15 @@ class AIOKafkaConsumer:
         allow_auto_create_topics: bool = True,
         hooks: Iterable[object] | None = None,
     ) -> None:
+        # as aiokafka: the deprecated arguments are accepted with a DeprecationWarning
+        if loop is not None:
+            warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
+        if api_version is not None:
+            warnings.warn(
+                "api_version is ignored: versions are negotiated with each broker",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         if max_poll_records is not None and (
             not isinstance(max_poll_records, int) or max_poll_records < 1
         ):
@@ -320,6 +329,18 @@ class AIOKafkaConsumer:
         # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
         # resource leak
         if not getattr(self, "_closed", True):
+            # release its sockets and tasks now, as aiokafka's do when collected with it (first:
+            # the warning raises where warnings are errors)
+            self._closed = True
+            for name in ("_coordinator", "_fetcher", "_client"):
+                part = getattr(self, name, None)
+                if part is not None:
+                    part.abandon()
+            loop = getattr(getattr(self, "_client", None), "_loop", None)
+            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
+                loop.call_exception_handler(
+                    {"consumer": self, "message": "Unclosed AIOKafkaConsumer"}
+                )
             _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:
@@ -741,6 +762,12 @@ class AIOKafkaConsumer:
         """``auto_offset_reset`` as given (kstreams' test helpers)."""
         reset = self._subscription.default_reset
         return next(k for k, v in OFFSET_RESET_STRATEGIES.items() if v == reset)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the consumer runs on (rebalance listeners in aiokafka's own tests
+        schedule tasks with ``consumer._loop.create_task``)."""
+        return self._client._loop or asyncio.get_running_loop()
 
 
 def _check_tp(tp: Any) -> None:

@@ -98,6 +98,14 @@ class Fetcher:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="aiokafka_lite-fetcher")
 
+    def abandon(self) -> None:
+        """Cancel every task at once without awaiting (the consumer was garbage-collected
+        unstopped)."""
+        self._closed = True
+        for t in (self._task, self._resetting, *self._inflight.values()):
+            if t is not None and not t.get_loop().is_closed():
+                t.cancel()
+
     async def close(self) -> None:
         """Stop fetching; drop buffered data (bounded: waits for nothing but cancellation)."""
         self._closed = True

@@ -148,6 +148,14 @@ class Coordinator(OffsetsMixin):
                     self._heartbeat_loop(), name="aiokafka_lite-heartbeat"
                 )
 
+    def abandon(self) -> None:
+        """Cancel the coordination tasks at once without awaiting, committing or leaving (the
+        consumer was garbage-collected unstopped; the group expires the member)."""
+        self._closed = True
+        for t in (self._task, self._hb_task):
+            if t is not None and not t.get_loop().is_closed():
+                t.cancel()
+
     async def close(self, leave: bool = True) -> None:
         """Commit (auto commit), leave the group (not for static members) and stop tasks."""
         if self._closed:

@@ -98,6 +98,12 @@ class AIOKafkaProducer:
     ) -> None:
         if loop is not None:
             warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
+        if api_version is not None:  # as aiokafka
+            warnings.warn(
+                "api_version is ignored: versions are negotiated with each broker",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         try:
             codec = codec_id(compression_type)
         except Errors.KafkaError as exc:
@@ -222,7 +228,9 @@ class AIOKafkaProducer:
         except BaseException:  # cancelled or failed: a later start() tries again
             self._started = False
             raise
-        self.client.cluster.add_listener(self._on_metadata)
+        # the listener holds the cache, not the producer: the client's background tasks keep
+        # the cluster alive, and an unclosed producer must still be collectable (and warn)
+        self.client.cluster.add_listener(_ClearOnMetadata(self._topic_cache))
         if self._txn is not None:
             try:
                 await self._txn.init_producer_id()
@@ -281,15 +289,24 @@ class AIOKafkaProducer:
         # as aiokafka: a producer garbage-collected without stop() (started or not) is a
         # resource leak
         if not getattr(self, "_closed", True):
+            # release its sockets and tasks now, as aiokafka's do when collected with it (first:
+            # the warning raises where warnings are errors)
+            self._closed = True
+            client = getattr(self, "client", None)
+            for part in (getattr(self, "_sender", None), client):
+                if part is not None:
+                    part.abandon()
+            loop = getattr(client, "_loop", None)
+            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
+                loop.call_exception_handler(
+                    {"producer": self, "message": "Unclosed AIOKafkaProducer"}
+                )
             _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
     # ---- metadata --------------------------------------------------------------------------
-
-    def _on_metadata(self, cluster: Any) -> None:
-        self._topic_cache.clear()
 
     async def _partitions(self, topic: str) -> tuple[list[int], list[int], frozenset[int]]:
         cached = self._topic_cache.get(topic)
@@ -818,6 +835,11 @@ class AIOKafkaProducer:
         return self.client.cluster
 
     @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the producer runs on (aiokafka's attribute, as the consumer's)."""
+        return self.client._loop or asyncio.get_running_loop()
+
+    @property
     def _request_timeout_ms(self) -> int:
         """``request_timeout_ms`` (kstreams' test helpers)."""
         return self.client.request_timeout_ms
@@ -870,3 +892,15 @@ class TransactionContext:
 
 
 Producer = AIOKafkaProducer
+
+
+class _ClearOnMetadata:
+    """Cluster listener that empties a producer's topic cache on every metadata update."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self, cache: dict[str, Any]) -> None:
+        self._cache = cache
+
+    def __call__(self, cluster: Any) -> None:
+        self._cache.clear()

@@ -175,6 +175,16 @@ class Sender:
         if self.idempotent or tp not in self._tp_in_flight:
             self.wakeup()
 
+    def abandon(self) -> None:
+        """Stop at once without awaiting (the producer was garbage-collected unstopped): cancel
+        every task; the sender task's done callback fails what is left with ProducerClosed."""
+        task = self._task
+        if task is None or task.get_loop().is_closed():
+            return
+        self._closing = self._force_close = True
+        for t in (task, *self._requests, *self._connects.values()):
+            t.cancel()
+
     async def close(self, timeout: float) -> None:
         """Send what is queued (up to ``timeout`` s), then fail what remains with
         ``ProducerClosed`` (requests in flight are abandoned: their records fail too) and

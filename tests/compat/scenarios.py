@@ -1305,3 +1305,102 @@ async def consumer_commit_after_stop(ctx: Any) -> Any:
     await never.stop()
     out["stopped_before_start"] = await ctx.outcome(never.commit({tp: 1}))
     return out
+
+
+async def unclosed_and_deprecated_warnings(ctx: Any) -> Any:
+    """aiokafka's own tests: a STARTED producer/consumer dropped without stop() warns
+    "Unclosed ..." (ResourceWarning) on ``del`` + ``gc.collect()`` and is collected; the
+    deprecated ``loop`` / ``api_version`` arguments warn with DeprecationWarning."""
+    import gc
+    import warnings
+    import weakref
+
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    for cls in (AIOKafkaProducer, AIOKafkaConsumer):
+        args = (topic,) if cls is AIOKafkaConsumer else ()
+        obj: Any = cls(*args, bootstrap_servers=ctx.bootstrap)
+        await obj.start()
+        ref = weakref.ref(obj)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loop = asyncio.get_running_loop()
+            handler = loop.get_exception_handler()
+            reported: list[str] = []
+            loop.set_exception_handler(
+                lambda loop, context, reported=reported: reported.append(context["message"])
+            )
+            try:
+                del obj
+                await asyncio.sleep(0)
+                gc.collect()
+            finally:
+                loop.set_exception_handler(handler)
+            unclosed = [
+                str(w.message).split(" ")[:2]
+                for w in caught
+                if issubclass(w.category, ResourceWarning)
+                and str(w.message).startswith("Unclosed AIOKafka")
+            ]
+            del caught[:]
+        out[cls.__name__] = {
+            "warned": unclosed,
+            "collected": ref() is None,
+            # aiokafka reports it there too (besides "Task was destroyed but it is pending!" for
+            # its collected tasks, where aiokafka_lite cancels them)
+            "loop_exception_handler": [m for m in reported if m.startswith("Unclosed")],
+        }
+    for cls in (AIOKafkaProducer, AIOKafkaConsumer):
+        # as aiokafka's test harness: a loop of its own, closed after the drop; what is left
+        # unreleased (sockets, transports) warns when collected
+        released = await asyncio.to_thread(_drop_unclosed_on_own_loop, cls, ctx.bootstrap, topic)
+        out[f"{cls.__name__}/at_loop_close"] = released
+    loop = asyncio.get_running_loop()
+    for cls in (AIOKafkaProducer, AIOKafkaConsumer):
+        for kwargs in ({"loop": loop}, {"api_version": "auto"}):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                obj = cls(bootstrap_servers=ctx.bootstrap, **kwargs)
+                categories = sorted(
+                    {w.category.__name__ for w in caught if w.category is DeprecationWarning}
+                )
+            # aiokafka's semi-private ``_loop`` (its tests' listeners create tasks with it)
+            out[f"{cls.__name__}/_loop"] = obj._loop is loop
+            await obj.stop()  # never started: stop() only closes
+            out[f"{cls.__name__}/{next(iter(kwargs))}"] = categories
+    return out
+
+
+def _drop_unclosed_on_own_loop(cls: Any, bootstrap: str, topic: str) -> list[str]:
+    """Start ``cls`` on a new event loop, drop it unstopped, close the loop: the kinds of
+    ResourceWarning seen ("Unclosed AIOKafkaProducer", "unclosed transport", ...)."""
+    import gc
+    import warnings
+
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, context: None)
+
+    async def drop() -> None:
+        args = (topic,) if cls is AIOKafkaConsumer else ()
+        obj = cls(*args, bootstrap_servers=bootstrap)
+        await obj.start()
+        del obj
+        await asyncio.sleep(0)
+        gc.collect()
+        await asyncio.sleep(0.2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            loop.run_until_complete(drop())
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+        finally:
+            loop.close()
+        gc.collect()
+        kinds = {
+            " ".join(str(w.message).split("<")[0].split()[:2])
+            for w in caught
+            if issubclass(w.category, ResourceWarning)
+        }
+    return sorted(kinds)

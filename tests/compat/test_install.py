@@ -64,7 +64,6 @@ NOT_API = {
         "wait_for",
         "parse_kafka_version",
         "commit_structure_validate",
-        "get_running_loop",
     },
     "aiokafka.coordinator.protocol": {"ConsumerProtocol"},
     # the sticky assignor's internal helpers (the assignor class itself is provided)
@@ -250,3 +249,140 @@ async def test_security_arguments_validated_like_aiokafka(cls: str, kwargs: dict
         theirs(bootstrap_servers="127.0.0.1:1", **kwargs)
     with pytest.raises(ValueError):
         getattr(aiokafka_lite, cls)(bootstrap_servers="127.0.0.1:1", **kwargs)
+
+
+def test_every_path_is_one_module_object_by_import_attribute_and_patch() -> None:
+    """``import aiokafka.X.Y``, ``aiokafka.X.Y`` (attribute access from the parent),
+    ``importlib.import_module`` and ``mock.patch("aiokafka.X.Y.name")`` all reach one module
+    object for every path install_as_aiokafka() provides, and a patched name is what each way
+    of reaching the module then sees."""
+    out = _run(
+        """
+        import importlib, json, sys
+        from unittest import mock
+        import aiokafka_lite
+        from aiokafka_lite.compat import ALIASES
+        aiokafka_lite.install_as_aiokafka()
+        import aiokafka
+
+        def by_attribute(path):
+            obj = aiokafka
+            for part in path.split(".")[1:]:
+                obj = getattr(obj, part)
+            return obj
+
+        report = {}
+        for path in ALIASES:
+            exec(f"import {path}")  # the import statement itself, not only importlib
+            mod = importlib.import_module(path)
+            same = [
+                by_attribute(path) is mod,
+                sys.modules[path] is mod,
+                importlib.import_module(path) is mod,
+            ]
+            names = [n for n in getattr(mod, "__all__", []) if hasattr(mod, n)]
+            name = names[0] if names else "_patched_by_test"
+            with mock.patch(f"{path}.{name}", create=not names) as fake:
+                ns = {}
+                exec(f"from {path} import {name} as seen", ns)
+                same += [
+                    getattr(mod, name) is fake,
+                    getattr(by_attribute(path), name) is fake,
+                    getattr(importlib.import_module(path), name) is fake,
+                    ns["seen"] is fake,
+                ]
+            report[path] = same
+        print(json.dumps(report))
+        """
+    )
+    assert set(out) == set(ALIASES)
+    split = {path: checks for path, checks in out.items() if not all(checks)}
+    assert split == {}
+
+
+def test_patching_the_admin_client_reaches_faststream_code() -> None:
+    """FastStream builds its admin client as ``aiokafka.admin.client.AIOKafkaAdminClient(...)``
+    (and its tests patch that path): the patch must be what that code calls, as on aiokafka."""
+    pytest.importorskip("faststream")
+    out = _run(
+        """
+        import asyncio, json
+        from unittest import mock
+        import aiokafka_lite
+        aiokafka_lite.install_as_aiokafka()
+        from faststream.kafka.helpers.admin import AdminService
+
+        async def main():
+            with mock.patch("aiokafka.admin.client.AIOKafkaAdminClient") as fake:
+                fake.return_value.start = mock.AsyncMock()
+                service = AdminService()
+                await service.connect(bootstrap_servers="127.0.0.1:1")
+                from aiokafka.admin.client import AIOKafkaAdminClient
+                return [
+                    fake.call_count,
+                    fake.call_args.kwargs.get("bootstrap_servers"),
+                    service.client is fake.return_value,
+                    fake.return_value.start.await_count,
+                    AIOKafkaAdminClient is fake,
+                ]
+
+        print(json.dumps(asyncio.run(main())))
+        """
+    )
+    assert out == [1, "127.0.0.1:1", True, 1, True]
+
+
+def test_uninstall_removes_the_names_install_added() -> None:
+    out = _run(
+        """
+        import json
+        import aiokafka_lite, aiokafka_lite.conn, aiokafka_lite.protocol
+        from aiokafka_lite.compat import uninstall_as_aiokafka
+        aiokafka_lite.install_as_aiokafka()
+        import aiokafka.protocol.metadata
+        first = aiokafka_lite.protocol.metadata is aiokafka.protocol.metadata
+        uninstall_as_aiokafka()
+        gone = [hasattr(aiokafka_lite.protocol, "metadata"),
+                hasattr(aiokafka_lite.conn, "AIOKafkaConnection")]
+        aiokafka_lite.install_as_aiokafka()
+        import aiokafka.protocol.metadata as again
+        print(json.dumps([first, gone, aiokafka_lite.protocol.metadata is again]))
+        """
+    )
+    assert out == [True, [False, False], True]
+
+
+def test_submodules_of_our_packages_are_one_object_too() -> None:
+    """``aiokafka.producer`` IS ``aiokafka_lite.producer``, so ``aiokafka.producer.sender`` by
+    attribute is aiokafka_lite's module: importing that path gives the same object (it does not
+    raise while the attribute works), and the module keeps its own ``__spec__``."""
+    out = _run(
+        """
+        import importlib, json, sys, types
+        import aiokafka_lite
+        from aiokafka_lite.compat import ALIASES
+        aiokafka_lite.install_as_aiokafka()
+        checked = {}
+        for path in ALIASES:
+            parent = importlib.import_module(path)
+            if not parent.__name__.startswith("aiokafka_lite"):
+                continue
+            for child, mod in list(vars(parent).items()):
+                sub = f"{path}.{child}"
+                if (
+                    not isinstance(mod, types.ModuleType)
+                    or mod.__name__ != f"{parent.__name__}.{child}"
+                    or sub in ALIASES
+                ):
+                    continue
+                imported = importlib.import_module(sub)
+                checked[sub] = [
+                    imported is mod,
+                    sys.modules[sub] is mod,
+                    mod.__spec__.name == mod.__name__,
+                ]
+        print(json.dumps(checked))
+        """
+    )
+    assert "aiokafka.protocol.types" in out and "aiokafka.producer.sender" in out
+    assert {path: c for path, c in out.items() if not all(c)} == {}
