@@ -147,6 +147,8 @@ class KafkaClient:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: AbstractTokenProvider | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
         allow_auto_topic_creation: bool = True,
         hooks: HookSet | Iterable[object] | None = None,
     ) -> None:
@@ -196,6 +198,8 @@ class KafkaClient:
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
+            sasl_kerberos_service_name=sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             hooks=hooks,
         )
         self.cluster = ClusterMetadata()
