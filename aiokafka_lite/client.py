@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import logging
 import random
 import ssl
@@ -107,6 +108,12 @@ def check_security_args(
         if mechanism not in SASL_MECHANISMS:
             raise ValueError(
                 f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}"
+            )
+        if mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
+            # not imported here (it loads libkrb5): the exchange imports it at connect
+            raise Errors.MissingExtraError(
+                "sasl_mechanism='GSSAPI' needs the gssapi package: "
+                "pip install 'aiokafka_lite[gssapi]'"
             )
         if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
             raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
