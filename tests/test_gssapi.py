@@ -27,6 +27,9 @@ from aiokafka_lite import errors as Errors
 from tests.conftest import _apache_unavailable, broker_params
 from tests.kerberos import MitKdc, kdc_unavailable
 
+#: ``connections.max.reauth.ms`` of the GSSAPI listener (KIP-368)
+SESSION_MS = 5000
+
 
 def _skip_reason() -> str | None:
     if "apache" not in broker_params():
@@ -72,7 +75,11 @@ def kerberos_kafka() -> Iterator[KerberosKafka]:
         client = kdc.add_principal("alice", client_keytab)
         os.environ.update(kdc.env())
         os.environ["KRB5_CLIENT_KTNAME"] = str(client_keytab)
-        kafka = ApacheKafka(kerberos=KerberosListener(kdc.krb5_conf, broker_keytab, broker))
+        kafka = ApacheKafka(
+            kerberos=KerberosListener(kdc.krb5_conf, broker_keytab, broker),
+            # sessions of SESSION_MS on that listener: clients must re-authenticate
+            extra_config={"listener.name.gssapi.connections.max.reauth.ms": str(SESSION_MS)},
+        )
         kafka.start()
         yield KerberosKafka(kdc, kafka, client, client_keytab)
     finally:
@@ -184,6 +191,32 @@ async def test_wrong_service_name_is_a_clear_error(kerberos_kafka, monkeypatch):
     assert ours.startswith("KafkaConnectionError") and "nosuch@127.0.0.1" in ours, ours
     assert "not found in Kerberos database" in ours, ours
     assert theirs.startswith("GSSError") and "not found in Kerberos database" in theirs, theirs
+
+
+async def test_reauthenticates_with_a_new_kerberos_context(kerberos_kafka, monkeypatch):
+    """The listener grants SESSION_MS: the connection re-authenticates (KIP-368) with a new
+    GSS-API context on the same stream and keeps answering, never closed by the broker."""
+    from aiokafka_lite.conn import BrokerConnection
+    from aiokafka_lite.protocol import messages as m
+
+    kk = kerberos_kafka
+    _fresh_ccache(kk, monkeypatch)
+    host, port = kk.bootstrap.split(",")[0].rsplit(":", 1)
+    conn = BrokerConnection(
+        host, int(port), security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI"
+    )
+    await conn.connect(10000)
+    try:
+        deadline = time.monotonic() + 3 * SESSION_MS / 1000
+        while conn.reauthentications < 2 and time.monotonic() < deadline:
+            resp = await conn.send(m.MetadataRequest(topics=[]))
+            assert resp.brokers
+            await asyncio.sleep(0.2)
+        assert conn.reauthentications >= 2
+        assert not conn.closed
+        assert (await conn.send(m.MetadataRequest(topics=[]))).brokers
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("case", ["no keytab", "stale keytab"])
