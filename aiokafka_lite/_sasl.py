@@ -2,11 +2,13 @@
 
 Runs after ApiVersions: SaslHandshake (choose the mechanism) then one or more
 SaslAuthenticate round trips carrying the mechanism's tokens. Mechanisms: ``PLAIN``,
-``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` (RFC 5802 / RFC 7677) and ``OAUTHBEARER`` (RFC 7628,
-KIP-255). The message building is sans-I/O (:class:`ScramClient`, :class:`OAuthBearerClient`,
-:func:`oauthbearer_client_response`); :func:`prepare` does the I/O a mechanism needs before the
-exchange (awaiting the token provider) and :func:`exchange` runs the round trips through the
-connection, returning the session lifetime the broker granted (``session_lifetime_ms``,
+``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` (RFC 5802 / RFC 7677), ``OAUTHBEARER`` (RFC 7628,
+KIP-255) and ``GSSAPI`` (Kerberos V5, RFC 4752, through the ``gssapi`` package, extra
+``gssapi``). The message building is sans-I/O (:class:`ScramClient`, :class:`OAuthBearerClient`,
+:func:`oauthbearer_client_response`, :class:`GssapiClient` given a GSS-API context);
+:func:`prepare` does the I/O a mechanism needs before the exchange (awaiting the token provider;
+for GSSAPI, acquiring credentials and the service ticket from the KDC in a worker thread) and
+:func:`exchange` runs the round trips through the connection, returning the session lifetime the broker granted (``session_lifetime_ms``,
 SaslAuthenticate v1+, 0 when the session does not expire).
 
 The same two steps re-authenticate an open connection (KIP-368): the connection calls
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import hashlib
 import hmac
 import re
 import secrets
+import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MECHANISMS",
+    "GssapiClient",
     "OAuthBearerClient",
     "PlainClient",
     "ScramClient",
@@ -42,7 +47,7 @@ __all__ = [
     "prepare",
 ]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 #: RFC 7628 section 3.1: ``key = 1*(ALPHA)``, ``value = *(VCHAR / SP / HTAB / CR / LF)``
 _KEY = re.compile(r"[A-Za-z]+")
@@ -232,7 +237,135 @@ class OAuthBearerClient:
         return f"the broker refused the OAUTHBEARER token: {text}"
 
 
-Exchange = Any  # PlainClient | _ScramExchange | OAuthBearerClient
+class GssapiClient:
+    """The client side of SASL GSSAPI (RFC 4752) as Kafka speaks it (KIP-43 framing).
+
+    Sans-I/O over an initiating GSS-API security context (``gssapi.SecurityContext``, Kerberos
+    mechanism, mutual authentication): :meth:`start` makes the first context token (the
+    Kerberos AP-REQ; this may block: it may contact the KDC, so run it off the event loop), then
+    each :meth:`next_message` steps the context with the broker's token (the AP-REP, verified
+    locally) until it is complete. The broker then sends its security-layer offer wrapped by the
+    context (4 octets: the layers it supports, its maximum buffer size); the client unwraps it,
+    chooses "no security layer" (Kafka never uses one: TLS protects the connection when wanted)
+    and answers with the wrapped 4 octets ``01 00 00 00`` followed by ``authzid`` (empty: act as
+    the authenticated principal). The broker's empty answer ends the exchange. GSS-API failures
+    raise ``AuthenticationFailedError`` with the GSS-API message.
+    """
+
+    mechanism = "GSSAPI"
+    #: RFC 4752 section 3.3: the "no security layer" bit of the offer and the answer
+    NO_SECURITY_LAYER = 0x01
+
+    def __init__(self, context: Any, authzid: str = "", service: str = "") -> None:
+        self._ctx = context
+        self._authzid = authzid.encode()
+        self._service = service
+        self._first: bytes | None = None
+        self._state = "context"  # -> "layer" -> "done"
+
+    def start(self) -> None:
+        """Make the first context token (blocking: may ask the KDC for a service ticket)."""
+        self._first = self._call(self._ctx.step, None) or b""
+        if self._ctx.complete:
+            self._state = "layer"
+
+    def first_message(self) -> bytes:
+        """The first context token (:meth:`start` must have run)."""
+        if self._first is None:
+            raise Errors.IllegalStateError("GssapiClient.start() has not run")
+        return self._first
+
+    def next_message(self, server: bytes) -> bytes | None:
+        """The answer to the broker's token; None once the exchange is over."""
+        if self._state == "context":
+            token = self._call(self._ctx.step, server)
+            if self._ctx.complete:
+                self._state = "layer"
+            return token or b""
+        if self._state == "layer":
+            offer = bytes(self._call(self._ctx.unwrap, server).message)
+            if len(offer) != 4:
+                raise Errors.KafkaProtocolError(
+                    f"GSSAPI security-layer offer of {len(offer)} bytes (RFC 4752 says 4)"
+                )
+            if not offer[0] & self.NO_SECURITY_LAYER:
+                raise Errors.AuthenticationFailedError(
+                    f"the broker requires a GSSAPI security layer (offer {offer[0]:#04x}); "
+                    "Kafka clients support only 'no security layer' (use SASL_SSL to encrypt)"
+                )
+            self._state = "done"
+            answer = bytes([self.NO_SECURITY_LAYER, 0, 0, 0]) + self._authzid
+            return bytes(self._call(self._ctx.wrap, answer, False).message)
+        return None
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Errors.KafkaError:
+            raise
+        except Exception as exc:  # gssapi.exceptions.GSSError and its subclasses
+            if type(exc).__module__.split(".")[0] != "gssapi":
+                raise
+            target = f" for service {self._service}" if self._service else ""
+            raise Errors.AuthenticationFailedError(
+                f"GSSAPI authentication{target} failed: {exc}"
+            ) from exc
+
+
+def _gssapi_module() -> Any:
+    try:
+        import gssapi
+    except ImportError as exc:
+        raise Errors.MissingExtraError(
+            "sasl_mechanism='GSSAPI' needs the gssapi package: pip install "
+            "'aiokafka_lite[gssapi]' (it builds against the system's Kerberos: libkrb5-dev "
+            "on Debian/Ubuntu, krb5-devel on Fedora)"
+        ) from exc
+    return gssapi
+
+
+def _gssapi_start(gssapi: Any, service: str, host: str) -> GssapiClient:
+    """Blocking part of GSSAPI: the target name, the context, its first token."""
+    principal = f"{service}@{host}"
+    client = GssapiClient(None, service=principal)
+    name = client._call(gssapi.Name, principal, gssapi.NameType.hostbased_service)
+    name = client._call(name.canonicalize, gssapi.MechType.kerberos)
+    client._ctx = client._call(
+        gssapi.SecurityContext, name=name, usage="initiate", mech=gssapi.MechType.kerberos
+    )
+    client.start()
+    return client
+
+
+async def _prepare_gssapi(conn: BrokerConnection, deadline: float) -> GssapiClient:
+    gssapi = _gssapi_module()
+    service = conn.sasl_kerberos_service_name or "kafka"
+    host = conn.sasl_kerberos_domain_name or conn.host
+    timeout = conn._remaining_ms(deadline) / 1000
+    # a daemon thread of its own, not the loop's default executor: a KDC that never answers
+    # keeps it blocked (libkrb5's own timeouts are long) after our deadline has passed, and
+    # must not hold up asyncio.run()'s executor shutdown or the interpreter's exit
+    done: concurrent.futures.Future[GssapiClient] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not done.set_running_or_notify_cancel():
+            return
+        try:
+            done.set_result(_gssapi_start(gssapi, service, host))
+        except BaseException as exc:  # handed to the awaiting task
+            done.set_exception(exc)
+
+    threading.Thread(target=run, name="aiokafka_lite-gssapi", daemon=True).start()
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(done), timeout)
+    except asyncio.TimeoutError:
+        raise Errors.KafkaTimeoutError(
+            f"GSSAPI: no Kerberos service ticket for {service}@{host} within "
+            f"{timeout * 1000:.0f} ms (is the KDC reachable?)"
+        ) from None
+
+
+Exchange = Any  # PlainClient | _ScramExchange | OAuthBearerClient | GssapiClient
 
 
 async def prepare(conn: BrokerConnection, deadline: float) -> Exchange:
@@ -249,6 +382,8 @@ async def prepare(conn: BrokerConnection, deadline: float) -> Exchange:
         return PlainClient(user, password)
     if mechanism.startswith("SCRAM-"):
         return _ScramExchange(mechanism, user, password)
+    if mechanism == "GSSAPI":
+        return await _prepare_gssapi(conn, deadline)
     provider = conn.sasl_oauth_token_provider
     if provider is None:
         raise Errors.KafkaConfigurationError("OAUTHBEARER needs sasl_oauth_token_provider")

@@ -254,9 +254,7 @@ class OIDCTokenProvider(_CachingTokenProvider):
         return token, float(lifetime)
 
 
-class MissingExtraError(Errors.KafkaConfigurationError, ImportError):
-    """An optional dependency is not installed: the message names the extra that brings it
-    (both a :class:`~aiokafka_lite.errors.KafkaError` and an :class:`ImportError`)."""
+MissingExtraError = Errors.MissingExtraError  # defined in errors.py (GSSAPI raises it too)
 
 
 class MSKIAMTokenProvider(_CachingTokenProvider):

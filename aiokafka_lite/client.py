@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import logging
 import random
 import ssl
@@ -108,6 +109,12 @@ def check_security_args(
             raise ValueError(
                 f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}"
             )
+        if mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
+            # not imported here (it loads libkrb5): the exchange imports it at connect
+            raise Errors.MissingExtraError(
+                "sasl_mechanism='GSSAPI' needs the gssapi package: "
+                "pip install 'aiokafka_lite[gssapi]'"
+            )
         if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
             raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
         if mechanism == "OAUTHBEARER" and not isinstance(
@@ -147,6 +154,8 @@ class KafkaClient:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: AbstractTokenProvider | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
         allow_auto_topic_creation: bool = True,
         hooks: HookSet | Iterable[object] | None = None,
     ) -> None:
@@ -196,6 +205,8 @@ class KafkaClient:
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
+            sasl_kerberos_service_name=sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             hooks=hooks,
         )
         self.cluster = ClusterMetadata()

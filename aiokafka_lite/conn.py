@@ -121,6 +121,8 @@ class BrokerConnection:
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_domain_name: str | None = None,
         on_close: CloseCallback | None = None,
         hooks: HookSet | None = None,
     ) -> None:
@@ -143,6 +145,8 @@ class BrokerConnection:
         self.sasl_plain_username = sasl_plain_username
         self.sasl_plain_password = sasl_plain_password
         self.sasl_oauth_token_provider = sasl_oauth_token_provider
+        self.sasl_kerberos_service_name = sasl_kerberos_service_name
+        self.sasl_kerberos_domain_name = sasl_kerberos_domain_name
         #: requests issued while a re-authentication exchange is on the wire, in order:
         #: (request, class, version, waiter or None for expect_response=False, deadline)
         self._held: list[tuple[Any, Any, int, Any, float]] | None = None

@@ -153,6 +153,11 @@ class AuthenticationFailedError(KafkaError):
     """SASL authentication failed."""
 
 
+class MissingExtraError(KafkaConfigurationError, ImportError):
+    """An optional dependency is not installed: the message names the extra that brings it
+    (both a :class:`~aiokafka_lite.errors.KafkaError` and an :class:`ImportError`)."""
+
+
 class KafkaUnavailableError(KafkaError):
     """Kafka could not be reached."""
 

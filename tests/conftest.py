@@ -295,6 +295,8 @@ def _xdist_group(item: pytest.Item) -> str:
     names = getattr(item, "fixturenames", ())
     if "apache_cluster" in names:
         return "apache-cluster"
+    if "kerberos_kafka" in names:  # tests/test_gssapi.py: its own KDC and Apache Kafka
+        return "apache-gssapi"
     callspec = getattr(item, "callspec", None)
     kind = callspec.params.get("broker") if callspec is not None else None
     if kind is not None:

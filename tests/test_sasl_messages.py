@@ -14,7 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite._sasl import OAuthBearerClient, PlainClient, oauthbearer_client_response
+from aiokafka_lite._sasl import (
+    GssapiClient,
+    OAuthBearerClient,
+    PlainClient,
+    oauthbearer_client_response,
+)
 
 # RFC 7628 4.1 (successful IMAP exchange): the client's initial response
 RFC_4_1 = (
@@ -125,3 +130,91 @@ def test_anything_else_is_sent_or_refused_never_garbled(token, extensions):
     _gs2, pairs = _parse(msg)
     assert pairs.pop("auth") == f"Bearer {token}"
     assert pairs == extensions
+
+
+# ------------------------------------------------------------------ GSSAPI (RFC 4752)
+
+
+class _Wrapped:
+    def __init__(self, message: bytes) -> None:
+        self.message = message
+
+
+class _ToyContext:
+    """Stands in for gssapi.SecurityContext: two context tokens (AP-REQ, then the AP-REP
+    completes it), wrap/unwrap as a visible prefix so the test sees what was wrapped."""
+
+    def __init__(self) -> None:
+        self.complete = False
+        self.seen: list[bytes | None] = []
+
+    def step(self, token: bytes | None) -> bytes | None:
+        self.seen.append(token)
+        if token is None:
+            return b"AP-REQ"
+        self.complete = True
+        return None
+
+    def wrap(self, message: bytes, encrypt: bool) -> _Wrapped:
+        assert encrypt is False  # integrity only: RFC 4752 3.1
+        return _Wrapped(b"W:" + message)
+
+    def unwrap(self, message: bytes) -> _Wrapped:
+        assert message.startswith(b"W:")
+        return _Wrapped(message[2:])
+
+
+def _gssapi_after_context() -> tuple[GssapiClient, _ToyContext]:
+    ctx = _ToyContext()
+    client = GssapiClient(ctx, service="kafka@broker1")
+    client.start()
+    assert client.first_message() == b"AP-REQ"
+    assert client.next_message(b"AP-REP") == b""  # context complete: an empty token
+    assert ctx.seen == [None, b"AP-REP"]
+    return client, ctx
+
+
+def test_gssapi_exchange_chooses_no_security_layer():
+    client, _ = _gssapi_after_context()
+    # the broker offers all three layers (0x07) and a 64 KiB buffer
+    answer = client.next_message(b"W:" + bytes([0x07, 0x01, 0x00, 0x00]))
+    assert answer == b"W:" + bytes([0x01, 0x00, 0x00, 0x00])  # no layer, no buffer, no authzid
+    assert client.next_message(b"") is None
+
+
+def test_gssapi_authzid_follows_the_layer_octets():
+    ctx = _ToyContext()
+    client = GssapiClient(ctx, authzid="alice")
+    client.start()
+    client.next_message(b"AP-REP")
+    assert client.next_message(b"W:\x01\x00\x00\x00") == b"W:\x01\x00\x00\x00alice"
+
+
+def test_gssapi_offer_without_the_no_layer_option_is_refused():
+    client, _ = _gssapi_after_context()
+    with pytest.raises(Errors.AuthenticationFailedError, match="security layer"):
+        client.next_message(b"W:" + bytes([0x04, 0x01, 0x00, 0x00]))
+
+
+def test_gssapi_malformed_offer_is_a_protocol_error():
+    client, _ = _gssapi_after_context()
+    with pytest.raises(Errors.KafkaProtocolError, match="4"):
+        client.next_message(b"W:\x01\x00")
+
+
+def test_gssapi_first_message_needs_start():
+    with pytest.raises(Errors.IllegalStateError):
+        GssapiClient(_ToyContext()).first_message()
+
+
+def test_gssapi_library_errors_become_authentication_failed():
+    gssapi = pytest.importorskip("gssapi", reason="the gssapi package is not installed")
+
+    class Failing(_ToyContext):
+        def step(self, token: bytes | None) -> bytes | None:
+            raise gssapi.exceptions.GSSError(851968, 0)
+
+    client = GssapiClient(Failing(), service="nosuch@broker1")
+    with pytest.raises(Errors.AuthenticationFailedError, match="nosuch@broker1") as info:
+        client.start()
+    assert isinstance(info.value.__cause__, gssapi.exceptions.GSSError)

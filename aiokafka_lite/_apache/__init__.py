@@ -21,6 +21,12 @@ internal topics with replication factor 1 for one node), plus ``group.initial.re
 
 ``start()`` returns once every node answers ApiVersions and a Metadata request lists all nodes,
 or raises :class:`ApacheKafkaError` with the tail of the failing node's log.
+
+Opt-in, ``ApacheKafka(kerberos=KerberosListener(krb5_conf, keytab, principal))`` adds a sixth
+listener, ``GSSAPI`` (``gssapi_bootstrap``): SASL_PLAINTEXT with mechanism GSSAPI only, service
+name ``kafka``, the broker logging in from ``keytab`` as ``principal`` (``kafka/HOST@REALM``) and
+its JVM reading ``krb5_conf`` (the KDC is the caller's: tests/kerberos.py makes one). Without it
+nothing changes.
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ import uuid
 import weakref
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from .._embedded import ChildProcess, free_port, probe_api_versions
 
 __all__ = [
     "KAFKA_VERSIONS",
+    "KerberosListener",
     "REAUTH_MS",
     "SASL_USERS",
     "ApacheKafka",
@@ -71,6 +79,15 @@ _POM = Path(__file__).with_name("pom.xml")
 _live: weakref.WeakSet[ApacheKafka] = weakref.WeakSet()
 _live_lock = threading.Lock()
 _classpath_lock = threading.Lock()
+
+
+class KerberosListener(NamedTuple):
+    """What the opt-in GSSAPI listener needs: the KDC's ``krb5.conf``, the broker's keytab and
+    its principal in it (``kafka/<host>@<REALM>``; the service name is ``kafka``)."""
+
+    krb5_conf: Path
+    keytab: Path
+    principal: str
 
 
 class ApacheKafkaError(RuntimeError):
@@ -235,6 +252,7 @@ class ApacheNode(ChildProcess):
         self.sasl_port = free_port(self.host)
         self.ssl_port = free_port(self.host)
         self.reauth_port = free_port(self.host)
+        self.gssapi_port = free_port(self.host)
         self.controller_port = free_port(self.host)
         self.data_dir = workdir / "data"
         self.log_path = workdir / "broker.log"
@@ -307,7 +325,28 @@ class ApacheNode(ChildProcess):
             "num.recovery.threads.per.data.dir": "1",
             **c.extra_config,
         }
+        for key, value in self._gssapi_config().items():
+            props[key] = value + props[key] if value.endswith(",") else value
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _gssapi_config(self) -> dict[str, str]:
+        """The opt-in GSSAPI listener added to ``listeners`` and its settings (none without it)."""
+        krb = self.cluster.kerberos
+        if krb is None:
+            return {}
+        h = self.host
+        jaas = (
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+            f'storeKey=true keyTab="{krb.keytab}" principal="{krb.principal}";'
+        )
+        return {
+            "listeners": f"GSSAPI://{h}:{self.gssapi_port},",
+            "advertised.listeners": f"GSSAPI://{h}:{self.gssapi_port},",
+            "listener.security.protocol.map": "GSSAPI:SASL_PLAINTEXT,",
+            "listener.name.gssapi.sasl.enabled.mechanisms": "GSSAPI",
+            "listener.name.gssapi.gssapi.sasl.jaas.config": jaas,
+            "sasl.kerberos.service.name": "kafka",
+        }
 
     def start(self) -> None:
         """Launch the JVM (the storage must have been formatted) without waiting for it."""
@@ -321,6 +360,7 @@ class ApacheNode(ChildProcess):
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.log.kafka.server.BrokerServer=info",
             "-Dorg.slf4j.simpleLogger.log.kafka.server.KafkaRaftServer=info",
+            *([f"-Djava.security.krb5.conf={c.kerberos.krb5_conf}"] if c.kerberos else []),
             "-cp", c.classpath, "kafka.Kafka", str(self.config_path),
         ]  # fmt: skip
         with open(self.log_path, "ab") as log:
@@ -403,6 +443,7 @@ class ApacheKafka:
         host: str = "127.0.0.1",
         startup_timeout: float = 120.0,
         extra_config: dict[str, str] | None = None,
+        kerberos: KerberosListener | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
@@ -410,6 +451,8 @@ class ApacheKafka:
         self.host = host
         self.startup_timeout = startup_timeout
         self.extra_config = dict(extra_config or {})
+        #: the opt-in GSSAPI listener's Kerberos settings (None: no such listener)
+        self.kerberos = kerberos
         self.workdir = Path(tempfile.mkdtemp(prefix=f"aiokafka_lite-apache-{version}-"))
         self.nodes: list[ApacheNode] = []
         self.nodes = [ApacheNode(self, i + 1, self.workdir / f"node{i + 1}") for i in range(nodes)]
@@ -436,6 +479,14 @@ class ApacheKafka:
         broker grants sessions of :data:`REAUTH_MS` only (KIP-368: clients re-authenticate or
         are disconnected)."""
         return ",".join(f"{n.host}:{n.reauth_port}" for n in self.nodes)
+
+    @property
+    def gssapi_bootstrap(self) -> str:
+        """Every node's opt-in GSSAPI listener (SASL_PLAINTEXT, mechanism GSSAPI, service name
+        ``kafka``); only with ``kerberos=``."""
+        if self.kerberos is None:
+            raise ApacheKafkaError("no GSSAPI listener: start ApacheKafka(kerberos=...)")
+        return ",".join(f"{n.host}:{n.gssapi_port}" for n in self.nodes)
 
     @property
     def ssl_bootstrap(self) -> str:
@@ -506,7 +557,7 @@ class ApacheKafka:
             shutil.rmtree(n.workdir, ignore_errors=True)
             n.port, n.sasl_port = free_port(self.host), free_port(self.host)
             n.ssl_port, n.controller_port = free_port(self.host), free_port(self.host)
-            n.reauth_port = free_port(self.host)
+            n.reauth_port, n.gssapi_port = free_port(self.host), free_port(self.host)
         self.cluster_id = None
 
     def _format(self) -> None:

@@ -94,6 +94,8 @@ class AIOKafkaAdminClient:
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
+            sasl_kerberos_service_name=sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             allow_auto_topic_creation=False,  # looking at a topic must never create it
         )
         self._started = False

@@ -154,6 +154,8 @@ class AIOKafkaConsumer:
             sasl_plain_username=sasl_plain_username,
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
+            sasl_kerberos_service_name=sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             allow_auto_topic_creation=allow_auto_create_topics,
             hooks=self._hooks,
         )

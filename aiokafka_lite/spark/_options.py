@@ -118,7 +118,8 @@ _REFUSED = {
 _REFUSED_PREFIXES = {
     "ssl.keystore.": "Java key stores are not supported: use kafka.ssl.certfile / keyfile (PEM)",
     "ssl.truststore.": "Java trust stores are not supported: use kafka.ssl.cafile (PEM)",
-    "sasl.kerberos.": "Kerberos (GSSAPI) is not supported",
+    "sasl.kerberos.": "Kerberos (GSSAPI) options are not supported by the Spark data source "
+    "(the clients themselves support sasl_mechanism='GSSAPI')",
 }
 # Accepted for compatibility with Spark's source and not used.
 _IGNORED = {"group.id"}
