@@ -365,6 +365,11 @@ class Coordinator(OffsetsMixin):
                 await self._revoke(revoked)
         if revoked:
             subs.assign_from_subscription(())
+        if subs.pattern is not None:
+            # as the Java client: a pattern subscriber refreshes metadata before it joins, so a
+            # new matching topic that another member saw (and started this rebalance for) is in
+            # this member's subscription too; else a second rebalance follows the first
+            await self._client.force_metadata_update()
         topics = subs.topics
         subscription_id = subs.subscription_id
         await self._coordinator()
