@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -49,6 +50,35 @@ from types import TracebackType
 from typing import NamedTuple
 
 from .._embedded import ChildProcess, free_port, probe_api_versions
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral (outgoing connection) range."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def node_port(host: str) -> int:
+    """A free port BELOW the ephemeral range, for a node's listeners: a node that is killed and
+    started again must get its ports back, and a port of the ephemeral range can meanwhile
+    become the local port of some client's outgoing connection (the restart then finds it
+    taken). Falls back to any free port where no such range is left."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        if low <= 10001:
+            break
+        port = rng.randint(10000, low - 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        return port
+    return free_port(host)
+
 
 __all__ = [
     "KAFKA_VERSIONS",
@@ -248,12 +278,12 @@ class ApacheNode(ChildProcess):
         self.node_id = node_id
         self.workdir = workdir
         self.host = cluster.host
-        self.port = free_port(self.host)
-        self.sasl_port = free_port(self.host)
-        self.ssl_port = free_port(self.host)
-        self.reauth_port = free_port(self.host)
-        self.gssapi_port = free_port(self.host)
-        self.controller_port = free_port(self.host)
+        self.port = node_port(self.host)
+        self.sasl_port = node_port(self.host)
+        self.ssl_port = node_port(self.host)
+        self.reauth_port = node_port(self.host)
+        self.gssapi_port = node_port(self.host)
+        self.controller_port = node_port(self.host)
         self.data_dir = workdir / "data"
         self.log_path = workdir / "broker.log"
         self.config_path = workdir / "server.properties"
@@ -555,9 +585,9 @@ class ApacheKafka:
         for n in self.nodes:
             n.kill()
             shutil.rmtree(n.workdir, ignore_errors=True)
-            n.port, n.sasl_port = free_port(self.host), free_port(self.host)
-            n.ssl_port, n.controller_port = free_port(self.host), free_port(self.host)
-            n.reauth_port, n.gssapi_port = free_port(self.host), free_port(self.host)
+            n.port, n.sasl_port = node_port(self.host), node_port(self.host)
+            n.ssl_port, n.controller_port = node_port(self.host), node_port(self.host)
+            n.reauth_port, n.gssapi_port = node_port(self.host), node_port(self.host)
         self.cluster_id = None
 
     def _format(self) -> None:
