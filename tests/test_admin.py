@@ -78,7 +78,11 @@ async def test_create_list_delete_topics(broker):
         a, b = _name("admin-a"), _name("admin-b")
         resp = await admin.create_topics([NewTopic(a, 3, 1), NewTopic(b, 1, 1)])
         assert sorted(resp.topic_errors) == sorted([(a, 0, None), (b, 0, None)])
-        assert a in await admin.list_topics()
+
+        async def listed() -> bool:  # Apache Kafka: brokers learn new topics asynchronously
+            return {a, b} <= set(await admin.list_topics())
+
+        await _until(listed, f"{a} and {b} listed")
         described = await admin.describe_topics([a])
         assert described[0]["topic"] == a
         assert sorted(p["partition"] for p in described[0]["partitions"]) == [0, 1, 2]
