@@ -216,6 +216,31 @@ def apache_cluster() -> Iterator[BrokerInfo]:
         kafka.stop()
 
 
+@pytest.fixture(autouse=True)
+def _whole_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For tests on ``apache_cluster``: every node running and ready before the test, and again
+    after it (a test kills, stops or pauses nodes and only starts them again). The waits are
+    set-up and tear-down, bounded by the cluster's own ``startup_timeout``, outside the test's
+    timeout (``timeout_func_only``): a restart slowed by a busy machine is not a failure of
+    the behaviour the test asserts."""
+    if "apache_cluster" not in request.fixturenames:
+        yield
+        return
+    cluster = request.getfixturevalue("apache_cluster").process
+
+    def restore() -> None:
+        for n in cluster.nodes:
+            if n.paused:
+                n.resume()
+            if not n.running:
+                n.start()
+        cluster.wait_ready()
+
+    restore()
+    yield
+    restore()
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(broker: BrokerInfo) -> str:
     """``"host:port"`` of the session's broker."""
@@ -304,6 +329,10 @@ def _xdist_group(item: pytest.Item) -> str:
     return "apache39" if "apache39" in names else "no-broker"
 
 
+# tryfirst: xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems
+# (suffixing node ids with @group); run after it, the groups were never seen and every worker
+# started every broker (4 Apache 4.x, 4 Apache 3.9, 4 Spark sessions ... on 2 cores)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = _xdist_group(item)
@@ -328,13 +357,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _outcomes_by_kind: dict[str, dict[str, int]] = {}
+_seconds_by_kind: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count outcomes per broker kind (the group conftest gave each test at collection)."""
+    """Count outcomes per broker kind (the group conftest gave each test at collection) and
+    the time spent in each group (set-up, call and tear-down: the groups' wall times)."""
+    kind = dict(report.user_properties).get("broker_kind", "no-broker")
+    _seconds_by_kind[str(kind)] = _seconds_by_kind.get(str(kind), 0.0) + report.duration
     if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
         return
-    kind = dict(report.user_properties).get("broker_kind", "no-broker")
     counts = _outcomes_by_kind.setdefault(str(kind), {})
     counts[report.outcome] = counts.get(report.outcome, 0) + 1
 
@@ -346,4 +378,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section("outcomes per broker kind")
     for kind, counts in sorted(_outcomes_by_kind.items()):
         parts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-        terminalreporter.write_line(f"{kind}: {parts}")
+        seconds = _seconds_by_kind.get(kind, 0.0)
+        terminalreporter.write_line(f"{kind}: {parts} ({seconds:.0f} s)")
