@@ -6,8 +6,8 @@ connection awaits ``token()`` before each authentication and re-authentication a
 client-credentials grant (RFC 6749 section 4.4) against any OpenID Connect / OAuth 2 token
 endpoint (Keycloak, Entra ID, Okta, Auth0, ...), over asyncio streams with the standard library
 only: the event loop is never blocked, every exchange is bounded by ``timeout``, and the token is
-cached and fetched again once ``refresh_fraction`` of its lifetime has passed (as librdkafka and
-the Java client do, 80% by default).
+cached and fetched again in the background once ``refresh_fraction`` of its lifetime has passed
+(as librdkafka and the Java client do, 80% by default).
 """
 
 from __future__ import annotations
@@ -56,15 +56,26 @@ class AbstractTokenProvider(abc.ABC):
 
 class _CachingTokenProvider(AbstractTokenProvider):
     """A token from ``_fetch()`` (token, lifetime in seconds), reused until ``refresh_fraction``
-    of its lifetime has passed; one fetch at a time; a failed refresh keeps a still-valid token."""
+    of its lifetime has passed; one fetch at a time; a failed refresh keeps a still-valid token.
+
+    With ``background_refresh`` (the default) a task on the event loop of the latest
+    ``token()`` call fetches the successor at the refresh point, so a connection that
+    (re-)authenticates gets a cached token at once, as librdkafka's background refresh. The
+    task retries a failed refresh every second while the current token is valid, stops by
+    itself when nobody asked for a token for two lifetimes (at least 5 minutes: ``token()``
+    starts it again) and with :meth:`close` or the end of its event loop."""
 
     refresh_fraction = 0.8
+    background_refresh = True
 
     def _init_cache(self) -> None:
         self._token: str | None = None
         self._expires_at = 0.0  # time.monotonic() when the cached token expires
         self._refresh_at = 0.0  # ... and when it should be replaced
+        self._lifetime = 0.0
+        self._last_used = 0.0  # time.monotonic() of the latest token() call
         self._lock: asyncio.Lock | None = None
+        self._refresher: asyncio.Task[None] | None = None
         #: tokens fetched (or signed) so far
         self.fetches = 0
 
@@ -75,8 +86,24 @@ class _CachingTokenProvider(AbstractTokenProvider):
     async def token(self) -> str:
         """The cached token, or a new one once the refresh point passed (one fetch at a time:
         concurrent callers share it)."""
-        if self._token is not None and time.monotonic() < self._refresh_at:
+        now = time.monotonic()
+        self._last_used = now
+        if self._token is not None and now < self._refresh_at:
             return self._token
+        token = await self._refresh()
+        if self.background_refresh:
+            self._start_refresher()
+        return token
+
+    async def close(self) -> None:
+        """Stop the background refresh (the cached token stays usable; ``token()`` fetches
+        again on demand and restarts it)."""
+        task, self._refresher = self._refresher, None
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()
+            await asyncio.wait([task])
+
+    async def _refresh(self) -> str:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -93,10 +120,34 @@ class _CachingTokenProvider(AbstractTokenProvider):
                 raise
             now = time.monotonic()
             self._token = token
+            self._lifetime = lifetime
             self._expires_at = now + lifetime
             self._refresh_at = now + lifetime * self.refresh_fraction
             self.fetches += 1
             return token
+
+    def _start_refresher(self) -> None:
+        task = self._refresher
+        loop = asyncio.get_running_loop()
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        self._refresher = loop.create_task(
+            self._refresh_loop(), name=f"aiokafka_lite-token-refresh-{type(self).__name__}"
+        )
+
+    async def _refresh_loop(self) -> None:
+        while self._token is not None:
+            now = time.monotonic()
+            if now - self._last_used > max(2 * self._lifetime, 300.0):
+                return  # idle: token() fetches on demand and starts this again
+            if now < self._refresh_at:
+                await asyncio.sleep(self._refresh_at - now)
+                continue
+            try:
+                await self._refresh()
+            except Errors.KafkaError as exc:  # the token expired too: token() raises it
+                log.warning("background token refresh failed: %s", exc)
+                return
 
 
 class OIDCTokenProvider(_CachingTokenProvider):
@@ -108,9 +159,11 @@ class OIDCTokenProvider(_CachingTokenProvider):
     verifies an ``https://`` endpoint (default: the system's CAs). ``timeout`` (seconds)
     bounds one whole exchange (connect, request, answer). A token is reused until
     ``refresh_fraction`` of its lifetime (``expires_in``, else the JWT's ``exp`` claim, else
-    ``default_lifetime``) has passed; if fetching its successor then fails while it is still
-    valid, the old token is returned (and the failure logged), so a short outage of the
-    identity provider does not fail connections. Errors: ``AuthenticationFailedError`` (the
+    ``default_lifetime``) has passed, when a background task fetches its successor
+    (``background_refresh=False``: the next ``token()`` call does); if that fetch fails while
+    the token is still valid, the old token is kept (and the failure logged, the fetch retried
+    every second), so a short outage of the identity provider does not fail connections.
+    :meth:`close` stops the background task. Errors: ``AuthenticationFailedError`` (the
     endpoint refused, e.g. ``invalid_client``, or answered something that is not a token),
     ``KafkaConnectionError`` (unreachable), ``KafkaTimeoutError`` (no answer in ``timeout``).
     """
@@ -129,6 +182,7 @@ class OIDCTokenProvider(_CachingTokenProvider):
         ssl_context: ssl.SSLContext | None = None,
         timeout: float = 10.0,
         refresh_fraction: float = 0.8,
+        background_refresh: bool = True,
         default_lifetime: float = 3600.0,
     ) -> None:
         url = urllib.parse.urlsplit(token_endpoint)
@@ -153,6 +207,7 @@ class OIDCTokenProvider(_CachingTokenProvider):
         self._ssl = ssl_context
         self.timeout = timeout
         self.refresh_fraction = refresh_fraction
+        self.background_refresh = background_refresh
         self.default_lifetime = default_lifetime
         self._url = url
         self._init_cache()
@@ -268,8 +323,10 @@ class MSKIAMTokenProvider(_CachingTokenProvider):
     at most one of the three. The signer is synchronous (reading files, maybe calling STS or the
     instance metadata service), so it runs in a worker thread, never on the event loop, each
     call bounded by ``timeout`` seconds (``KafkaTimeoutError``). A token (valid 15 minutes) is
-    reused until ``refresh_fraction`` of its lifetime has passed, so each re-authentication
-    (MSK closes sessions after their lifetime, KIP-368) gets a fresh one. Signing failures
+    reused until ``refresh_fraction`` of its lifetime has passed, when a background task signs
+    its successor (``background_refresh=False``: the next ``token()`` call does), so each
+    re-authentication (MSK closes sessions after their lifetime, KIP-368) gets a fresh one at
+    once. Signing failures
     (no credentials, unknown profile, STS refusing the role) raise
     ``AuthenticationFailedError`` with the signer's exception chained.
     """
@@ -284,6 +341,7 @@ class MSKIAMTokenProvider(_CachingTokenProvider):
         credentials_provider: Any = None,
         timeout: float = 10.0,
         refresh_fraction: float = 0.8,
+        background_refresh: bool = True,
     ) -> None:
         try:
             from aws_msk_iam_sasl_signer import MSKAuthTokenProvider as signer
@@ -311,6 +369,7 @@ class MSKIAMTokenProvider(_CachingTokenProvider):
         self.credentials_provider = credentials_provider
         self.timeout = timeout
         self.refresh_fraction = refresh_fraction
+        self.background_refresh = background_refresh
         self._signer = signer
         self._init_cache()
 

@@ -288,11 +288,14 @@ class TokenEndpoint:
 
 async def test_oidc_provider_caches_and_refreshes():
     async with TokenEndpoint(lifetime=1) as idp:
-        p = OIDCTokenProvider(idp.url, "app", "s3cret", scope="kafka", refresh_fraction=0.5)
+        p = OIDCTokenProvider(
+            idp.url, "app", "s3cret", scope="kafka", refresh_fraction=0.5, background_refresh=False
+        )
         first = await p.token()
         assert await p.token() == first and idp.issued == 1  # cached
         assert idp.requests[0] == {"grant_type": "client_credentials", "scope": "kafka"}
         await asyncio.sleep(0.6)  # past half of its 1 s lifetime
+        assert idp.issued == 1  # no background refresh: the next call fetches
         idp.chunked = True
         second = await p.token()
         assert second != first and idp.issued == 2
@@ -300,6 +303,41 @@ async def test_oidc_provider_caches_and_refreshes():
         await asyncio.sleep(0.6)
         tokens = await asyncio.gather(*(p.token() for _ in range(5)))
         assert len(set(tokens)) == 1 and idp.issued == 3
+
+
+async def _until(cond: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        await asyncio.sleep(0.02)
+
+
+async def test_oidc_provider_refreshes_in_the_background():
+    """The successor is fetched at the refresh point without anyone asking, so a token() call
+    after it returns the new token with no round trip; a failed background refresh keeps the
+    valid token and is retried; close() stops the task."""
+    async with TokenEndpoint(lifetime=6) as idp:
+        p = OIDCTokenProvider(idp.url, "app", "s3cret", refresh_fraction=0.5)
+        first = await p.token()
+        assert idp.issued == 1
+        await _until(lambda: idp.issued == 2, "the background refresh at 3 s")
+        second = await p.token()
+        assert second != first and idp.issued == 2 and p.fetches == 2  # cached: no fetch
+        # the identity provider refuses for a while (the refreshes at 3 s and 4 s of the
+        # second token's 6 s): the valid token is kept, then replaced
+        idp.secret = "rotated"
+        await _until(lambda: len(idp.requests) >= 4, "retried background refreshes")
+        assert await p.token() == second and idp.issued == 2
+        idp.secret = "s3cret"
+        await _until(lambda: idp.issued == 3, "the refresh once the endpoint accepts again")
+        third = await p.token()
+        assert third not in (first, second) and p.fetches == 3
+        await p.close()
+        assert p._refresher is None
+        asked = len(idp.requests)
+        await p.token()  # cached and valid: no fetch, and the task starts again
+        assert len(idp.requests) == asked
+        await p.close()
 
 
 async def test_oidc_provider_errors_are_clear_and_bounded():
