@@ -243,7 +243,18 @@ def _run(
     timeout: float,
     kafka_version: str | None,
 ) -> list[dict[str, Any]]:
-    """Run one subcommand to completion; its stdout JSON lines, parsed."""
+    """Run one subcommand to completion; its stdout JSON lines, parsed. A
+    ``client_properties`` option (a mapping) goes to the Java client as a properties file."""
+    options = dict(options)
+    props = options.pop("client_properties", None)
+    props_file = None
+    if props:
+        import tempfile
+
+        fd, props_file = tempfile.mkstemp(prefix="kafka-oracle-", suffix=".properties")
+        with os.fdopen(fd, "w") as f:  # values as Java reads them: backslashes escaped
+            f.writelines(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in props.items())
+        options["client_properties"] = props_file
     args = [*java_command(kafka_version), command, *_options(**options)]
     try:
         result = subprocess.run(
@@ -258,6 +269,9 @@ def _run(
         raise OracleError(
             f"KafkaOracle {command} timed out after {timeout:.0f}s", stderr=stderr
         ) from e
+    finally:
+        if props_file is not None:
+            os.unlink(props_file)
     stderr = result.stderr.decode(errors="replace")
     if result.returncode != 0:
         raise OracleError(
@@ -330,6 +344,7 @@ def produce(
     linger_ms: int | None = None,
     timeout_ms: int = 30_000,
     kafka_version: str | None = None,
+    client_properties: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Send ``records`` with the Java producer; their ``{"partition", "offset", "timestamp"}``.
 
@@ -351,6 +366,7 @@ def produce(
         "partition": partition,
         "linger_ms": linger_ms,
         "timeout_ms": timeout_ms,
+        "client_properties": client_properties,
     }
     return _run(
         "produce",
@@ -375,6 +391,7 @@ def consume(
     commit: bool = False,
     partitions: Sequence[int] | None = None,
     kafka_version: str | None = None,
+    client_properties: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Read records with the Java consumer, each as a dict with ``topic``, ``partition``,
     ``offset``, ``timestamp``, ``timestamp_type`` ("CreateTime"/"LogAppendTime"), ``key``,
@@ -399,6 +416,7 @@ def consume(
         "assignor": assignor,
         "commit": commit or None,
         "partitions": partitions,
+        "client_properties": client_properties,
     }
     lines = _run(
         "consume",

@@ -763,3 +763,88 @@ async def test_oidc_signed_tokens_checked_by_the_broker_against_jwks(broker, tmp
     finally:
         await asyncio.get_running_loop().run_in_executor(None, kafka.stop)
         idp.shutdown()
+
+
+# ------------------------------------------------------------ the Java client on the same listener
+
+JAVA_OAUTH = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "OAUTHBEARER",
+    # the Java client's own unsecured tokens (its default login callback handler)
+    "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+    'required unsecuredLoginStringClaim_sub="alice";',
+}
+
+
+async def test_java_client_and_ours_on_the_reauth_listener(broker, new_topic):
+    """Apache Kafka's Java client (4.4) and ours on the REAUTH listener with OAUTHBEARER at
+    once: the Java consumer reads what our producer writes over several sessions of REAUTH_MS
+    (ours re-authenticates on the same connection, no disconnect), every record once and in
+    order; then ours reads what the Java producer wrote there, records and headers equal."""
+    kafka = _need_apache(broker)
+    from tests import java_oracle
+
+    reason = java_oracle.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    await asyncio.to_thread(java_oracle.build)
+    topic = await new_topic(partitions=1)
+    n = 120
+    hooks = Counter()
+    producer = aiokafka_lite.AIOKafkaProducer(
+        enable_idempotence=True,
+        request_timeout_ms=15000,
+        hooks=[hooks],
+        **_oauth(kafka.reauth_bootstrap, provider_class(aiokafka_lite)()),
+    )
+    await producer.start()
+    java = asyncio.ensure_future(  # the Java consumer runs (and re-authenticates) throughout
+        asyncio.to_thread(
+            java_oracle.consume,
+            kafka.reauth_bootstrap,
+            topic,
+            max_records=n,
+            timeout_ms=60_000,
+            client_properties=JAVA_OAUTH,
+        )
+    )
+    try:
+        for i in range(n):  # about 12 s: three sessions of 4 s
+            await producer.send_and_wait(topic, b"lite-%d" % i, key=b"k")
+            await asyncio.sleep(0.1)
+        read = await asyncio.wait_for(java, 90)
+        disconnects = list(hooks.disconnects)  # stop() closes the connections: not counted
+    finally:
+        await producer.stop()
+        if not java.done():
+            java.cancel()
+    assert [r["value"] for r in read] == [b"lite-%d" % i for i in range(n)]
+    assert disconnects == [] and hooks.failed == []
+    assert hooks.reauths >= 2, vars(hooks)
+
+    java_topic = await new_topic(partitions=1)
+    records = [
+        {"key": b"k", "value": b"java-%d" % i, "headers": [("h", b"%d" % i)]} for i in range(20)
+    ]
+    await asyncio.to_thread(
+        java_oracle.produce, kafka.reauth_bootstrap, java_topic, records,
+        client_properties=JAVA_OAUTH,
+    )  # fmt: skip
+    consumer = aiokafka_lite.AIOKafkaConsumer(
+        java_topic,
+        auto_offset_reset="earliest",
+        request_timeout_ms=15000,
+        **_oauth(kafka.reauth_bootstrap, provider_class(aiokafka_lite)()),
+    )
+    await consumer.start()
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(records) and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=1000)
+            got += [r for rs in batch.values() for r in rs]
+    finally:
+        await consumer.stop()
+    assert [(r.key, r.value, list(r.headers)) for r in got] == [
+        (r["key"], r["value"], r["headers"]) for r in records
+    ]

@@ -190,6 +190,7 @@ public final class KafkaOracle {
         config.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, Integer.toString(timeoutMs));
         config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Integer.toString(timeoutMs));
         config.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, Integer.toString(timeoutMs + Math.max(lingerMs, 0) + 1000));
+        addClientProperties(options, config);
 
         List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
         try (BufferedReader in = stdinReader()) {
@@ -549,7 +550,23 @@ public final class KafkaOracle {
         } else if (options.has("assignor")) {
             throw new UsageException("--assignor needs --group");
         }
+        addClientProperties(options, config);
         return config;
+    }
+
+    /** The {@code --client-properties} file's settings (a Java properties file), over the rest. */
+    private static void addClientProperties(Options options, Properties config) throws UsageException {
+        if (!options.has("client-properties")) {
+            return;
+        }
+        String path = options.required("client-properties");
+        try (java.io.Reader reader = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(path))) {
+            Properties extra = new Properties();
+            extra.load(reader);
+            config.putAll(extra);
+        } catch (java.io.IOException e) {
+            throw new UsageException("--client-properties " + path + ": " + e.getMessage());
+        }
     }
 
     private static Map<String, Object> recordJson(ConsumerRecord<byte[], byte[]> record) {
@@ -781,7 +798,8 @@ public final class KafkaOracle {
         void allow(String... names) throws UsageException {
             List<String> allowed = List.of(names);
             for (String name : values.keySet()) {
-                if (!allowed.contains(name)) {
+                // --client-properties FILE: extra client settings (security, SASL) for any command
+                if (!allowed.contains(name) && !name.equals("client-properties")) {
                     throw new UsageException("unknown option --" + name);
                 }
             }
