@@ -314,19 +314,45 @@ def pytest_report_header(config: pytest.Config) -> str:
     return line
 
 
+#: modules whose tests need a Spark session (one per worker process that runs them)
+_SPARK_MODULES = ("test_spark", "test_spark_reference", "test_spark_cluster")
+#: Apache-only modules that drive other clients (the Java oracle, the 3.9 broker, SASL/TLS
+#: listeners): one shard of the apache tests, so the 3.9 broker starts once
+_APACHE_INTEROP_MODULES = (
+    "test_java_interop",
+    "test_java_oracle_smoke",
+    "test_apache_versions",
+    "test_oauth",
+    "test_security",
+    "test_msk_iam",
+    "test_interop",
+    "test_records_interop",
+    "test_records_broker",
+)
+#: groups started first (xdist hands groups out in collection order): the longest
+_FIRST = ("apache-spark", "apache-cluster", "tansu-spark", "noida-spark", "apache-interop")
+
+
 def _xdist_group(item: pytest.Item) -> str:
-    """The parallel-run group of a test: one per broker it needs, so that under
-    ``pytest -n N --dist loadgroup`` each worker starts only the brokers of its groups."""
+    """The parallel-run group of a test: under ``pytest -n N --dist loadgroup`` a worker runs
+    a group's tests one after another and starts only the brokers they need. A broker kind's
+    tests are split in shards (its Spark tests; Apache's interop tests; the rest), each shard
+    with its own broker, so no group is much longer than the others."""
     names = getattr(item, "fixturenames", ())
     if "apache_cluster" in names:
         return "apache-cluster"
     if "kerberos_kafka" in names:  # tests/test_gssapi.py: its own KDC and Apache Kafka
         return "apache-gssapi"
+    module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
     callspec = getattr(item, "callspec", None)
     kind = callspec.params.get("broker") if callspec is not None else None
+    if module in _SPARK_MODULES:
+        return f"{kind or 'tansu'}-spark"  # broker-free Spark tests beside one Spark session
+    if kind == "apache" and module in _APACHE_INTEROP_MODULES:
+        return "apache-interop"
     if kind is not None:
         return str(kind)
-    return "apache39" if "apache39" in names else "no-broker"
+    return "apache-interop" if "apache39" in names else "no-broker"
 
 
 # tryfirst: xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems
@@ -334,8 +360,11 @@ def _xdist_group(item: pytest.Item) -> str:
 # started every broker (4 Apache 4.x, 4 Apache 3.9, 4 Spark sessions ... on 2 cores)
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {id(item): _xdist_group(item) for item in items}
+    # the longest groups first, each group's tests in their own order
+    items.sort(key=lambda it: _FIRST.index(groups[id(it)]) if groups[id(it)] in _FIRST else 99)
     for item in items:
-        group = _xdist_group(item)
+        group = groups[id(item)]
         item.add_marker(pytest.mark.xdist_group(group))
         # reports carry it to the process that prints the per-kind counts (xdist's controller)
         item.user_properties.append(("broker_kind", group))
