@@ -33,9 +33,10 @@ jars:
 	$(PY) -m aiokafka_lite._apache fetch
 	$(PY) -m tests.java_oracle build
 
-# Tests run in parallel workers, one group of tests per broker (conftest's xdist groups), so
-# each worker starts only its brokers; `make test XDIST=` runs them in one process.
-XDIST ?= -n 4 --dist loadgroup
+# Tests run in parallel workers, in groups of tests that need the same broker (conftest's xdist
+# groups, handed out longest first), so each worker starts only its brokers; `make test XDIST=`
+# runs them in one process.
+XDIST ?= -n 4 --dist loadgroup --no-loadscope-reorder
 test:
 	$(PY) -m pytest -q tests/ $(XDIST) $(PYTEST_ARGS)
 
