@@ -212,6 +212,8 @@ class Sender:
     def batch_sealed(self, q: PartitionQueue) -> None:
         """QueueEvents: a batch of ``q`` was sealed. If ``q`` has a batch in flight (and only
         one may be), the end of that request drains it: no loop turn needed."""
+        if q.sink is None:  # a caller-built batch is the first of its partition
+            self._home(q)
         if self.idempotent or not q.in_flight:
             self.wakeup()
 
