@@ -22,6 +22,7 @@ from aiokafka_lite.records.batch_builder import encoded_headers
 from aiokafka_lite.structs import RecordMetadata, TopicPartition
 
 __all__ = [
+    "BATCH_TRANSITIONS",
     "BatchBuilder",
     "BatchRecordMetadata",
     "ProducerBatch",
@@ -45,8 +46,47 @@ def estimate_record_size(key: bytes | None, value: bytes | None, headers: Header
     return size
 
 
+# ---- the batch state machine -------------------------------------------------------------
+# A batch's ``state`` changes only through ``Accumulator._to`` (producer/accumulator.py), which
+# refuses any change this table does not list. DONE and FAILED are final: an outcome that
+# arrives for a batch already final (the answer to a request close() gave up on) is ignored.
+
+OPEN = "open"  #: accepting records (the partition's newest batch)
+SEALED = "sealed"  #: closed for appends, queued in its partition's queue
+IN_FLIGHT = "in_flight"  #: in a Produce request that has not ended
+RETRY = "retry"  #: back in its queue (in sequence order) after a retriable failure
+DONE = "done"  #: acknowledged (or written, with acks=0): its future has the offsets
+FAILED = "failed"  #: its future has the error (non-retriable, expired, aborted, closed)
+
+BATCH_TRANSITIONS: dict[str, frozenset[str]] = {
+    OPEN: frozenset((SEALED, FAILED)),  # full, or ready to go now / expired, aborted
+    SEALED: frozenset((IN_FLIGHT, FAILED)),  # drained into a request / expired, not encodable
+    IN_FLIGHT: frozenset((DONE, RETRY, FAILED)),  # the request's outcome
+    RETRY: frozenset((IN_FLIGHT, FAILED)),  # drained again / expired, aborted
+    DONE: frozenset(),
+    FAILED: frozenset(),
+}
+#: states of a batch not handed to a request yet (Accumulator.unsent counts them)
+UNSENT = frozenset((OPEN, SEALED, RETRY))
+
+
+def _closed_append(*_args: Any) -> None:
+    """``ProducerBatch.append`` once the batch is sealed: no room (the caller opens another)."""
+    return None
+
+
+def _closed_append_values(_ts: int, _values: Any, start: int) -> int:
+    """``ProducerBatch.append_values`` once the batch is sealed: nothing taken."""
+    return start
+
+
 class ProducerBatch:
-    """One record batch for one partition, plus its delivery state."""
+    """One record batch for one partition, plus its delivery state.
+
+    ``append``/``append_values`` are the only way records go in (the builder's methods while
+    the batch is open; once it is sealed they take nothing, so a caller holding a stale batch
+    opens another). Every other field is written by the accumulator alone.
+    """
 
     __slots__ = (
         "tp",
@@ -63,8 +103,10 @@ class ProducerBatch:
         "sequence",
         "producer_id",
         "producer_epoch",
+        "state",
         "sealed",
-        "in_flight",
+        "append",
+        "append_values",
         "count",
         "first_ts",
         "user_batch",
@@ -99,8 +141,14 @@ class ProducerBatch:
         self.sequence = -1
         self.producer_id = -1
         self.producer_epoch = -1
-        self.sealed = False
-        self.in_flight = False
+        self.state = OPEN
+        self.sealed = False  # state is not OPEN (one slot read on send()'s fast path)
+        if builder is not None:
+            self.append: Callable[..., int | None] = builder.append
+            self.append_values: Callable[[int, Any, int], int] = builder.append_values
+        else:
+            self.append = _closed_append
+            self.append_values = _closed_append_values
         self.count = 0
         self.first_ts = 0
         self.user_batch = False
@@ -117,7 +165,8 @@ class ProducerBatch:
         return buf
 
     def __repr__(self) -> str:
-        return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={self.count} seq={self.sequence}>"
+        tp = self.tp
+        return f"<ProducerBatch {tp.topic}-{tp.partition} {self.state} n={self.count} seq={self.sequence}>"
 
 
 def _wake_waiters(batch: ProducerBatch) -> None:

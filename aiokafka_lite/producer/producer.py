@@ -266,8 +266,7 @@ class AIOKafkaProducer:
         self._closed = True
         self._update_gate()
         closed = Errors.ProducerClosed("producer is stopping")
-        self._acc.closed_error = closed
-        self._acc.pool.fail_waiters(closed)
+        self._acc.close(closed)
         if self._started:
             try:
                 await self._sender.close(
@@ -352,9 +351,9 @@ class AIOKafkaProducer:
             sticky = self._sticky_state.get(topic)
             if sticky is not None:
                 batch = sticky[1]
-                if batch is not None and not batch.sealed:
+                if batch is not None:  # a sealed batch's append takes nothing
                     ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
-                    idx = batch.builder.append(ts, None, value)
+                    idx = batch.append(ts, None, value)
                     if idx is not None:
                         return RecordHandle((batch, idx, ts))
             return await self._send(topic, value, None, None, timestamp_ms, None, True)
@@ -418,15 +417,11 @@ class AIOKafkaProducer:
         parts: tuple[list[int], list[int], frozenset[int]],
     ) -> RecordHandle:
         """_send() with on_send hooks: the partition is chosen first (the hooks see it), then
-        the record goes in with the headers the hooks returned. The partition choice is the
-        one _append_now makes inline (kept there without a helper call: it is the per-record
-        path of keyed sends)."""
+        the record goes in with the headers the hooks returned."""
         sticky = None
         if partition is None:
             if key is None and self._sticky is not None:
-                sticky = self._sticky_state.get(topic)
-                if sticky is None or (sticky[1] is not None and sticky[1].sealed):
-                    sticky = self._new_sticky(topic, sticky, parts)
+                sticky = self._sticky_for(topic, parts)
                 partition = sticky[0]
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
@@ -472,9 +467,7 @@ class AIOKafkaProducer:
         sticky = None
         if partition is None:
             if key is None and self._sticky is not None:
-                sticky = self._sticky_state.get(topic)
-                if sticky is None or (sticky[1] is not None and sticky[1].sealed):
-                    sticky = self._new_sticky(topic, sticky, parts)
+                sticky = self._sticky_for(topic, parts)
                 partition = sticky[0]
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
@@ -484,7 +477,7 @@ class AIOKafkaProducer:
         if opened is not None:
             batch = opened.get(partition)
             if batch is not None:
-                idx = batch.builder.append(ts, key, value, headers)
+                idx = batch.append(ts, key, value, headers)
                 if idx is not None:
                     if sticky is not None and sticky[1] is None:
                         sticky[1] = batch  # later unkeyed sends take send()'s fast path
@@ -546,16 +539,21 @@ class AIOKafkaProducer:
                 f"max_request_size={self._max_request_size}"
             )
 
-    def _new_sticky(
-        self, topic: str, old: list[Any] | None, parts: tuple[list[int], list[int], frozenset[int]]
+    def _sticky_for(
+        self, topic: str, parts: tuple[list[int], list[int], frozenset[int]]
     ) -> list[Any]:
-        assert self._sticky is not None
-        prev = old[0] if old is not None else None
-        sticky = self._sticky_state[topic] = [
-            self._sticky.choose(topic, parts[0], parts[1], prev),
-            None,
-        ]
-        return sticky
+        """The topic's sticky choice ``[partition, batch]`` for unkeyed records (the default
+        partitioner): kept until its batch is sealed, then another partition (KIP-480). The
+        batch is filled in by the first append that lands there."""
+        st = self._sticky_state.get(topic)
+        if st is None or (st[1] is not None and st[1].sealed):
+            assert self._sticky is not None
+            prev = st[0] if st is not None else None
+            st = self._sticky_state[topic] = [
+                self._sticky.choose(topic, parts[0], parts[1], prev),
+                None,
+            ]
+        return st
 
     async def send_many(
         self,
@@ -616,9 +614,7 @@ class AIOKafkaProducer:
         while i < n:
             st: Any = None
             if sticky:  # a new batch moves to another partition (KIP-480)
-                st = self._sticky_state.get(topic)
-                if st is None or (st[1] is not None and st[1].sealed):
-                    st = self._new_sticky(topic, st, parts)
+                st = self._sticky_for(topic, parts)
                 part = st[0]
             elif part is None:
                 part = self._partitioner(None, parts[0], parts[1])
@@ -636,14 +632,13 @@ class AIOKafkaProducer:
                 st[1] = batch
             if batch.sealed:  # closed for appends meanwhile (e.g. expired): open another
                 continue
-            builder = batch.builder
-            first = builder.record_count
-            j = builder.append_values(ts, vals, i)
+            first = batch.builder.record_count
+            j = batch.append_values(ts, vals, i)
             if j > i:
                 add_run(batch, first, j - i, ts)
                 i = j
             if i < n:  # the batch is full
-                await acc.seal_full(batch)
+                await acc.full(batch)
         return out
 
     async def _send_many_each(
@@ -667,16 +662,13 @@ class AIOKafkaProducer:
         for value in vals:
             if value is not None and len(value) > guard:
                 self._check_size(key, value, hdrs)
-            if batch is not None and not batch.sealed:
-                idx = batch.builder.append(ts, key, value, hdrs)
+            if batch is not None:  # a sealed batch's append takes nothing
+                idx = batch.append(ts, key, value, hdrs)
                 if idx is not None:
                     add(RecordHandle((batch, idx, ts)))
                     continue
             if sticky:  # a new batch: KIP-480 moves to another partition
-                st = self._sticky_state.get(topic)
-                if st is None or (st[1] is not None and st[1].sealed):
-                    st = self._new_sticky(topic, st, parts)
-                part = st[0]
+                part = self._sticky_for(topic, parts)[0]
             elif part is None:
                 part = self._partitioner(key, parts[0], parts[1])
             assert part is not None

@@ -1,0 +1,353 @@
+"""A sink: the producer's stream to one leader broker.
+
+The sender keeps one :class:`Sink` per leader node and gives each the partition queues that
+node leads (moving a queue to another sink when its leader changes). :meth:`Sink.drain` is the
+only place a Produce request is built and written: it takes the head batch of each of its
+queues that may go now, up to ``max_request_size``, into ONE request, and writes it from the
+call that drained it (``send_nowait``: the response completes the batches from the
+connection's ``data_received``, no task in between), or, when the connection has no free slot
+or acks=0, from one task that awaits the send. The outcome goes back to the partition queues
+(complete, retry in sequence order, fail), then the sender drains again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.hooks import emit
+from aiokafka_lite.producer.accumulator import PartitionQueue
+from aiokafka_lite.producer.batch import ProducerBatch
+from aiokafka_lite.protocol import messages as m
+
+if TYPE_CHECKING:
+    from aiokafka_lite.producer.sender import Sender
+
+__all__ = ["Sink", "batch_size", "is_retriable"]
+
+log = logging.getLogger(__name__)
+
+_TopicData = m.ProduceRequest.TopicProduceData
+_PartData = m.ProduceRequest.TopicProduceData.PartitionProduceData
+_DUPLICATE_SEQUENCE = 46
+_OUT_OF_ORDER = 45
+_UNKNOWN_PRODUCER = 59
+_EPOCH_REFUSED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+#: REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND: the leader appended, replicas lagged
+_APPENDED_UNACKED = (7, 20)
+
+
+class Sink:
+    """The partition queues one leader node leads, and its requests in flight."""
+
+    __slots__ = ("node", "sender", "queues", "in_flight")
+
+    def __init__(self, node: int, sender: Sender) -> None:
+        self.node = node
+        self.sender = sender
+        self.queues: dict[Any, PartitionQueue] = {}
+        self.in_flight = 0  # Produce requests written and not ended
+
+    def __repr__(self) -> str:
+        return f"<Sink node={self.node} queues={len(self.queues)} in_flight={self.in_flight}>"
+
+    # ---- the one drain -------------------------------------------------------------------
+
+    def drain(self, now: float) -> float | None:
+        """Write one Produce request with the head batch of each queue that may go now;
+        return the earliest retry time of a head batch still backing off (or None).
+
+        A head goes when: its backoff is over; during an epoch bump, only batches that may
+        be in the log already (``maybe_written``) go; its partition has no batch in flight
+        (idempotent: fewer than ``max_in_flight``, and not a retry); in a transaction, its
+        partition was added; the node has a free request slot and an open connection (else
+        a connect starts in the background: requests waiting on one connect could pass each
+        other, and an idempotent producer's sequences would reach the broker out of order).
+        """
+        s = self.sender
+        txn = s.txn
+        idempotent = s.idempotent
+        if idempotent and (txn is None or not txn.has_pid):
+            return None
+        max_if = s.max_in_flight
+        if self.in_flight >= max_if:
+            return None  # the end of one of the node's requests drains it
+        acc = s.acc
+        bumping = idempotent and s._bump_needed  # only retries go out (see Sender._unresolved)
+        transactional = txn is not None and txn.transactional
+        connected: bool | None = None
+        batches: list[ProducerBatch] = []
+        size = 0
+        next_retry: float | None = None
+        for q in self.queues.values():
+            dq = q.queued
+            if not dq:
+                continue
+            batch = dq[0]
+            if batch.retry_at > now:
+                if next_retry is None or batch.retry_at < next_retry:
+                    next_retry = batch.retry_at
+                continue
+            if bumping and not batch.maybe_written:
+                continue
+            n = q.in_flight
+            if n and (not idempotent or n >= max_if or batch.attempts):
+                continue
+            tp = q.tp
+            if transactional and tp not in txn.partitions:  # type: ignore[union-attr]
+                continue
+            if connected is None:
+                connected = s.client.is_connected(self.node)
+                if not connected:
+                    s._connect(self.node)  # wakes the loop when done
+            if not connected:
+                break
+            try:
+                if idempotent and batch.sequence < 0:
+                    assert txn is not None
+                    seq = txn.next_sequence(tp, batch.count)
+                    acc.stamp(batch, txn.producer_id, txn.producer_epoch, seq)
+                bsize = len(batch.build())
+            except Exception as exc:  # encoding/compression failed: fail this batch only
+                log.exception("cannot encode a batch for %s", tp)
+                err = (
+                    exc
+                    if isinstance(exc, Errors.KafkaError)
+                    else Errors.KafkaError(f"cannot encode record batch: {exc!r}")
+                )
+                acc.fail_head(q, err)
+                continue
+            if batches and size + bsize > s.max_request_size:
+                continue
+            batches.append(acc.take(q))
+            size += bsize
+        if batches:
+            self._write(batches, now)
+        return next_retry
+
+    def _write(self, batches: list[ProducerBatch], now: float) -> None:
+        s = self.sender
+        self.in_flight += 1
+        h_sent = s._h_batch_sent
+        topics: dict[str, list[Any]] = {}
+        for b in batches:
+            tp = b.tp
+            if h_sent:
+                emit(
+                    h_sent,
+                    tp.topic,
+                    tp.partition,
+                    b.count,
+                    batch_size(b),
+                    now - b.created,
+                    b.attempts,
+                )
+            lst = topics.get(tp.topic)
+            if lst is None:
+                lst = topics[tp.topic] = []
+            lst.append(_PartData(index=tp.partition, records=b.buffer))
+        txn = s.txn
+        req = m.ProduceRequest(
+            transactional_id=txn.transactional_id if txn is not None else None,
+            acks=s.acks,
+            timeout_ms=s.request_timeout_ms,
+            topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
+        )
+        if s.acks:
+            # written from here; the answer is handled in the callback the connection calls
+            # when the response frame arrives. A token future in the sender's _requests stands
+            # for the request, as a task would: close() waits for it, and cancels it when
+            # forced (then the batches are failed there).
+            token: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def done(resp: Any, exc: BaseException | None) -> None:
+                s._requests.discard(token)
+                if not token.cancelled():
+                    token.set_result(None)
+                    self._ended(batches, resp, exc, True)
+                self._request_ended()
+
+            try:
+                written = s.client.send_nowait(self.node, req, done)
+            except Exception:  # e.g. UnsupportedVersion: the task below reports it per batch
+                written = False
+            if written:
+                s._requests.add(token)
+                return
+        task = asyncio.get_running_loop().create_task(self._send(req, batches))
+        s._requests.add(task)
+        task.add_done_callback(s._requests.discard)
+
+    async def _send(self, req: Any, batches: list[ProducerBatch]) -> None:
+        """The request when the connection cannot take it at once, or acks=0 (no answer)."""
+        s = self.sender
+        client = s.client
+        if not client.is_connected(self.node):
+            # dropped since the drain: fail over to a retry (in sequence order) instead of
+            # reconnecting here, where requests could pass each other
+            exc = Errors.KafkaConnectionError(f"connection to node {self.node} closed")
+            self._ended(batches, None, exc, False)
+            self._request_ended()
+            return
+        try:
+            if s.acks == 0:
+                await client.send(self.node, req, expect_response=False)
+                for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
+                    if s._h_acked and not b.future.done():
+                        self._acked(b, -1)
+                    s.acc.complete(b, None, None, None)
+                return
+            resp = await client.send(self.node, req)
+        except asyncio.CancelledError:
+            err = Errors.ProducerClosed("producer stopped while the request was in flight")
+            for b in batches:
+                s.acc.fail(b, err)
+            raise
+        except Exception as exc:
+            if not isinstance(exc, Errors.KafkaError):  # bug or unexpected I/O failure
+                log.exception("produce request failed")
+            self._ended(batches, None, exc, True)
+        else:
+            self._ended(batches, resp, None, True)
+        finally:
+            self._request_ended()
+
+    def _request_ended(self) -> None:
+        self.in_flight -= 1
+        s = self.sender
+        if s.acc.unsent or s._closing or s._bump_needed:
+            s.drain_now()
+
+    # ---- outcomes ------------------------------------------------------------------------
+
+    def _ended(
+        self, batches: list[ProducerBatch], resp: Any, exc: BaseException | None, sent: bool
+    ) -> None:
+        """A request ended: its response, or the error that ended it (``sent``: it may have
+        reached the broker)."""
+        if exc is None:
+            self._on_response(batches, resp)
+            return
+        if not isinstance(exc, Errors.KafkaError):  # never drop records
+            exc = Errors.KafkaError(repr(exc))
+        s = self.sender
+        if is_retriable(exc):
+            s.client.request_update()
+        now = time.monotonic()
+        for b in batches:
+            if sent:
+                s.acc.mark_maybe_written(b)
+            self._retry_or_fail(b, exc, now)
+
+    def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
+        s = self.sender
+        if is_retriable(exc) and not s._force_close and now + s.retry_backoff < batch.deadline:
+            s.acc.retry(batch, now + s.retry_backoff)
+        else:
+            if s.txn is not None:
+                s.txn.set_error(exc)
+            s.acc.fail(batch, exc)
+
+    def _retry_or_fail_quietly(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
+        """Retry (whatever the error) until the delivery timeout, else fail."""
+        s = self.sender
+        if now + s.retry_backoff < batch.deadline and not s._force_close:
+            s.acc.retry(batch, now + s.retry_backoff)
+        else:
+            s.acc.fail(batch, exc)
+
+    def _on_response(self, batches: list[ProducerBatch], resp: Any) -> None:
+        s = self.sender
+        acc = s.acc
+        results: dict[tuple[str, int], Any] = {}
+        for topic in resp.responses:
+            for part in topic.partition_responses:
+                results[(topic.name, part.index)] = part
+        now = time.monotonic()
+        refresh = False
+        for b in batches:
+            part = results.get((b.tp.topic, b.tp.partition))
+            if part is None:
+                self._retry_or_fail(
+                    b, Errors.KafkaProtocolError(f"produce response has no result for {b.tp}"), now
+                )
+                continue
+            code = part.error_code
+            if code == 0 or code == _DUPLICATE_SEQUENCE:
+                if s._h_acked and not b.future.done():
+                    self._acked(b, part.base_offset)
+                acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)
+                continue
+            err_cls = Errors.for_code(code)
+            if err_cls is Errors.InvalidProducerEpoch:  # another producer took over the id:
+                err_cls = Errors.ProducerFenced  # aiokafka's class for it
+            exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
+            if code in _APPENDED_UNACKED:
+                acc.mark_maybe_written(b)
+            if err_cls.invalid_metadata:
+                refresh = True
+            if s.idempotent and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
+                self._on_sequence_error(b, exc, now)
+                continue
+            txn = s.txn
+            if code in _EPOCH_REFUSED and txn is not None and not txn.transactional:
+                # a broker that refuses a locally bumped epoch (Tansu): go on under a new id
+                txn.new_id_needed = True
+                s._bump_needed = True
+                self._retry_or_fail_quietly(b, exc, now)
+                continue
+            self._retry_or_fail(b, exc, now)
+        if refresh:
+            s.client.request_update()
+
+    def _acked(self, batch: ProducerBatch, base_offset: int) -> None:
+        tp = batch.tp
+        latency = time.monotonic() - batch.created
+        emit(
+            self.sender._h_acked,
+            tp.topic,
+            tp.partition,
+            batch.count,
+            batch_size(batch),
+            base_offset,
+            latency,
+        )
+
+    def _on_sequence_error(self, batch: ProducerBatch, exc: Errors.KafkaError, now: float) -> None:
+        """OutOfOrderSequence/UnknownProducerId: retry behind an earlier retry, else bump (KIP-360)."""
+        s = self.sender
+        txn = s.txn
+        assert txn is not None
+        # a batch of the same partition with a lower sequence is still unresolved: this one is
+        # not the partition's next sequence, so the error is the gap behind that one (e.g. its
+        # request was lost); retry in sequence order, as the Java client does
+        earlier = any(
+            o.tp == batch.tp and 0 <= o.sequence < batch.sequence
+            for o in s.acc.incomplete
+            if o is not batch
+        )
+        if txn.transactional and not (earlier and isinstance(exc, Errors.OutOfOrderSequenceNumber)):
+            txn.set_error(exc)  # inside a transaction the others make it abortable
+            s.acc.fail(batch, exc)
+            return
+        if not earlier:
+            s._bump_needed = True
+        self._retry_or_fail_quietly(batch, exc, now)
+
+
+def batch_size(batch: ProducerBatch) -> int:
+    """The batch's encoded size (its uncompressed estimate before it was built)."""
+    if batch.buffer is not None:
+        return len(batch.buffer)
+    builder = batch.builder
+    return int(builder.size_in_bytes()) if builder is not None else 0
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Retriable Kafka errors, plus a dropped connection or a timeout."""
+    return bool(getattr(exc, "retriable", False)) or isinstance(
+        exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+    )
