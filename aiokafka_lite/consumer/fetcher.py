@@ -196,8 +196,10 @@ class Fetcher:
                         ),
                     )
                     self._data.set()
-            # else it stays first: as aiokafka and the Java client, one partition's fetched
-            # records are handed out before the next one's (buffers in arrival order)
+            else:  # it stays first: as aiokafka and the Java client, one partition's fetched
+                # records are handed out before the next one's (buffers in arrival order); an
+                # application that keeps taking from it keeps its leader's hold (_plan) alive
+                self._buffered_at[tp] = time.monotonic()
             if recs:
                 out[tp] = recs
                 n -= len(recs)
@@ -260,7 +262,9 @@ class Fetcher:
         need_metadata = False
         sleep: float | None = None
         # As aiokafka's: no new fetch to a node while records of a partition it leads wait
-        # for the application, for at most PREFETCH_HOLD_S after they arrived. A fetch for
+        # for the application, for at most PREFETCH_HOLD_S after they arrived or after the
+        # application last took some of them with drain() (a busy machine can take longer than
+        # the hold to drain one buffer of a backlog, a few records at a time). A fetch for
         # the node's other partitions, at their log end, long-polls for fetch_max_wait_ms,
         # and the partition being drained could not be fetched again before it returns (a
         # slow consumer of a backlog stalled 0.5 s per buffer near the end of it).
