@@ -140,6 +140,13 @@ class Deadline:
         if self.expired:
             self.fail(last, what)
 
+    def keep(self, last: BaseException | None, exc: BaseException) -> BaseException:
+        """The error to remember after ``exc``: a client-side timeout of an attempt that the
+        deadline itself cut short keeps the error that made the retries (``last``)."""
+        if last is not None and isinstance(exc, Errors.KafkaTimeoutError) and self.expired:
+            return last
+        return exc
+
     def fail(self, last: BaseException | None, what: str) -> None:
         """Raise ``last`` (a retriable error that outlived the deadline) or KafkaTimeoutError."""
         if isinstance(last, Errors.KafkaError):
@@ -465,8 +472,8 @@ async def find_coordinator(
         deadline = Deadline.of(client, timeout_ms)
     what = f"FindCoordinator({key!r}, key_type={key_type})"
     request = find_coordinator_request(key, key_type)
+    last: BaseException | None = None
     while True:
-        last: BaseException
         try:
             resp = await client.send(
                 client.least_loaded_node(), request, timeout_ms=max(1.0, deadline.remaining_ms)
@@ -474,16 +481,17 @@ async def find_coordinator(
         except Errors.KafkaError as exc:
             if not _retriable_exc(exc):
                 raise
-            last = exc
+            last = deadline.keep(last, exc)
         else:
             found = parse_find_coordinator(resp, key)
             if found.error is None:
                 client.cluster.add_coordinator(found.node_id, found.host, found.port)
                 client.coordinators.put(key, key_type, found.node_id)
                 return found.node_id
-            last = found.error.exception(what)
+            err = found.error.exception(what)
             if not found.error.retriable:
-                raise last
+                raise err
+            last = err
         log.debug("%s failed: %r", what, last)
         await deadline.backoff(client, refresh=False, last=last, what=what)
 
@@ -537,7 +545,7 @@ async def coordinator_call(
                 raise
             if key is not None and node is not None:
                 client.coordinators.forget(key, key_type, node)
-            last = exc
+            last = deadline.keep(last, exc)
         else:
             code = error_of(resp)
             if not code:
