@@ -46,13 +46,12 @@ _COMMIT_RETRY_CODES = frozenset(
 
 
 def _commit_timed_out(what: str) -> Callable[[BaseException | None, bool], BaseException]:
-    """The error a commit/committed raises when its budget ends: KafkaTimeoutError, except
-    that a coordinator look-up that kept failing with a broker error raises that error."""
+    """The error a commit/committed raises when its budget ends with retriable errors only:
+    KafkaTimeoutError, also when the coordinator could not be found (Java's commitSync
+    TimeoutException)."""
 
     def expired(last: BaseException | None, looking_up: bool) -> BaseException:
-        if looking_up and isinstance(last, Errors.BrokerResponseError):
-            return last
-        return Errors.KafkaTimeoutError(what)
+        return Errors.KafkaTimeoutError(f"{what} (last error: {last!r})")
 
     return expired
 
