@@ -21,9 +21,10 @@ Which errors are retried, and how, is decided by ONE classifier,
 retriable codes, unknown leaders or coordinators) are retried every ``retry_backoff_ms`` until
 the operation's deadline (a :class:`Deadline` on the event loop clock, by default the client's
 ``timeouts.retry_ms``), refreshing metadata (through the client's ONE refresher) or forgetting
-the coordinator first when the error says so; the last error is raised when the deadline passes. Non-retriable per-item errors are
-returned to the caller in the results (the caller decides whether to raise). Cancellation always
-propagates: nothing here catches ``CancelledError``.
+the coordinator first when the error says so; the last error is raised when the deadline
+passes. Non-retriable per-item errors are returned to the caller in the results (the caller
+decides whether to raise). Cancellation always propagates: nothing here catches
+``CancelledError``.
 """
 
 from __future__ import annotations
