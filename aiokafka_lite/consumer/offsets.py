@@ -134,15 +134,17 @@ class OffsetsMixin:
 
         def error_of(resp: Any) -> int:
             # partitions committed are recorded; the first code that fails the commit wins,
-            # else the last one worth a retry
+            # else one worth a retry (a coordinator's error first: it is looked up again)
             retry = 0
             for tp, code in parse_offset_commit(resp).items():
                 if code == 0:
                     om = offsets[tp]
                     self._last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
                     continue
-                if self._commit_action(code).retriable:
-                    retry = code
+                action = self._commit_action(code)
+                if action.retriable:
+                    if not retry or action is RetryAction.FIND_COORDINATOR:
+                        retry = code
                     continue
                 failed[:] = [tp]
                 return code

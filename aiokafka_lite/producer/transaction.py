@@ -4,10 +4,11 @@ One :class:`TransactionManager` serves both idempotent producers (no transaction
 holds the producer id/epoch and per-partition sequences) and transactional ones (coordinator
 requests: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
 
-Coordinator requests run through the executor's :func:`~aiokafka_lite.ops._exec.coordinator_call`
-(the client's coordinator cache, the one retry classifier): retriable errors (coordinator moved
-or loading, concurrent transactions, lost connections) are retried until ``max_block_ms``. ``ProducerFenced`` and friends are
-fatal: every later operation raises them.
+Coordinator requests run through the executor's
+:func:`~aiokafka_lite.ops._exec.coordinator_call` (the client's coordinator cache, the one retry
+classifier): retriable errors (coordinator moved or loading, concurrent transactions, lost
+connections) are retried until ``max_block_ms``. ``ProducerFenced`` and friends are fatal:
+every later operation raises them.
 """
 
 from __future__ import annotations
