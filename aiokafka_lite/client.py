@@ -13,6 +13,12 @@ One :class:`KafkaClient` serves one producer, consumer or admin client.
   ``metadata_max_age_ms`` and whenever :meth:`KafkaClient.request_update` asks (requests
   coalesce into one future), never more often than ``retry_backoff_ms``, always on the
   least-loaded node.
+* The coordinator cache (:class:`CoordinatorCache`, ``client.coordinators``): group and
+  transaction coordinators by ``(key_type, key)``, filled and invalidated by the executor's
+  look-up (:func:`aiokafka_lite.ops._exec.find_coordinator`) on NOT_COORDINATOR,
+  COORDINATOR_NOT_AVAILABLE and failed sends; the consumer group, transactions and admin share it.
+* ``client.timeouts`` (:class:`~aiokafka_lite._timeouts.Timeouts`) names the waits that
+  ``request_timeout_ms`` covers.
 * A caller's cancellation is never turned into another error; ``close()`` turns pending
   connects and refresh waits into ``KafkaConnectionError``.
 """
@@ -31,20 +37,17 @@ from typing import Any
 
 from . import errors as Errors
 from ._metadata import MetadataRefresher
+from ._timeouts import Timeouts
 from .auth import AbstractTokenProvider
 from .cluster import ClusterMetadata
 from .conn import BrokerConnection, pick_version
 from .hooks import ClientInfo, HookSet
-from .ops.groups import find_coordinator_request, parse_find_coordinator
 
-__all__ = ["AIOKafkaClient", "KafkaClient", "parse_bootstrap"]
+__all__ = ["AIOKafkaClient", "CoordinatorCache", "KafkaClient", "parse_bootstrap"]
 
 log = logging.getLogger(__name__)
 
 _UNCONNECTED_PENALTY = 1 << 20  # least-loaded: any connected node beats an unconnected one
-#: TCP/TLS connect + ApiVersions + SASL must finish within this (or request_timeout_ms if less),
-#: so a black-holed bootstrap address does not hold up the next one for a whole request timeout
-_CONNECT_TIMEOUT_MS = 10000
 
 
 def _port(text: str, item: str) -> int:
@@ -131,6 +134,31 @@ def check_security_args(
             )
 
 
+class CoordinatorCache:
+    """Known group (key_type 0) and transaction (1) coordinators by ``(key_type, key)``.
+
+    Filled by the FindCoordinator look-up of the executor and forgotten by it when a request
+    there fails with NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a lost connection.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple[int, str], int] = {}
+
+    def get(self, key: str, key_type: int = 0) -> int | None:
+        """The known coordinator of ``key``, or None."""
+        return self._nodes.get((key_type, key))
+
+    def put(self, key: str, key_type: int, node_id: int) -> None:
+        """Remember ``node_id`` as the coordinator of ``key``."""
+        self._nodes[(key_type, key)] = node_id
+
+    def forget(self, key: str, key_type: int = 0, node_id: int | None = None) -> None:
+        """Forget the coordinator of ``key`` (only if it is ``node_id``, when given: a late
+        failure at an old coordinator does not drop a newer answer)."""
+        if node_id is None or self._nodes.get((key_type, key)) == node_id:
+            self._nodes.pop((key_type, key), None)
+
+
 class KafkaClient:
     """Connections, metadata and coordinator lookup shared by one producer/consumer/admin."""
 
@@ -189,6 +217,10 @@ class KafkaClient:
         #: the hooks connections report to (see aiokafka_lite.hooks)
         self.hooks = hooks
         self.request_timeout_ms = request_timeout_ms
+        #: the named waits of request_timeout_ms (connect, request, broker-side, retry budget)
+        self.timeouts = Timeouts.from_settings(request_timeout_ms)
+        #: group and transaction coordinators (the executor fills and invalidates it)
+        self.coordinators = CoordinatorCache()
         self.retry_backoff_ms = retry_backoff_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -387,7 +419,7 @@ class KafkaClient:
         """Refresh now; True on success, False if no refresh succeeded in request_timeout_ms."""
         try:
             await asyncio.wait_for(
-                asyncio.shield(self.request_update()), self.request_timeout_ms / 1000
+                asyncio.shield(self.request_update()), self.timeouts.retry_ms / 1000
             )
             return True
         except asyncio.TimeoutError:
@@ -403,7 +435,7 @@ class KafkaClient:
 
     async def wait_for_topic(self, topic: str, timeout_ms: float | None = None) -> set[int]:
         """Partition ids of ``topic``, refreshing metadata until known; KafkaTimeoutError after."""
-        timeout = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        timeout = timeout_ms if timeout_ms is not None else self.timeouts.retry_ms
         return await self._metadata.wait_for_topic(topic, timeout / 1000)
 
     def _after_metadata_update(self) -> None:
@@ -504,7 +536,7 @@ class KafkaClient:
             task = asyncio.get_running_loop().create_task(self._connect(node_id, group))
             self._connecting[key] = task
             task.add_done_callback(functools.partial(self._connect_done, key))
-        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        timeout = (timeout_ms if timeout_ms is not None else self.timeouts.request_ms) / 1000
         timeout += self.reconnect_backoff_max_ms / 1000
         # Each waiter has its own future, completed from the shared connect task: a connect
         # cancelled by close() completes it with a connection error, so a CancelledError seen
@@ -559,7 +591,7 @@ class KafkaClient:
             **self._conn_args,
         )
         try:
-            await conn.connect(min(self.request_timeout_ms, _CONNECT_TIMEOUT_MS))
+            await conn.connect(int(self.timeouts.connect_ms))
         except Errors.KafkaError:
             n = self._failures.get(node_id, 0) + 1
             self._failures[node_id] = n
@@ -634,51 +666,6 @@ class KafkaClient:
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """The broker's api key -> (min, max) ranges from the most recent handshake."""
         return dict(self._api_versions)
-
-    # ----------------------------------------------------------- coordinator
-
-    async def find_coordinator(
-        self, key: str, key_type: int = 0, timeout_ms: float | None = None
-    ) -> int:
-        """Node id of the group (key_type 0) or transaction (1) coordinator for ``key``.
-
-        Retries retriable errors (coordinator not available / loading, connection errors) every
-        ``retry_backoff_ms`` until ``timeout_ms`` (default request_timeout_ms), then raises the
-        last error.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (
-            (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
-        )
-        last: Errors.KafkaError | None = None
-        request = find_coordinator_request(key, key_type)
-        while True:
-            remaining_ms = (deadline - loop.time()) * 1000
-            if remaining_ms <= 0:
-                break
-            node_id = self.least_loaded_node()
-            try:
-                resp = await self.send(node_id, request, timeout_ms=remaining_ms)
-            except Errors.KafkaError as exc:
-                if not exc.retriable and not isinstance(exc, Errors.KafkaTimeoutError):
-                    raise
-                last = exc
-            else:
-                found = parse_find_coordinator(resp, key)
-                if found.error is None:
-                    self.cluster.add_coordinator(found.node_id, found.host, found.port)
-                    return found.node_id
-                err = found.error.exception(f"FindCoordinator({key!r}, key_type={key_type})")
-                if not found.error.retriable:
-                    raise err
-                last = err
-            sleep = min(self.retry_backoff_ms / 1000, max(deadline - loop.time(), 0))
-            if sleep <= 0:
-                break
-            await asyncio.sleep(sleep)
-        if last is not None:
-            raise last
-        raise Errors.KafkaTimeoutError(f"FindCoordinator({key!r}) timed out")
 
     # -- aiokafka compatibility names ------------------------------------------------------
     # Semi-private names of aiokafka's AIOKafkaClient that libraries built on aiokafka read;

@@ -15,14 +15,17 @@ cluster metadata before retrying). The flags follow the Java client's exception 
 
 from __future__ import annotations
 
+import enum
 from typing import Any, NoReturn
 
 __all__ = [
     "BrokerResponseError",
     "KafkaError",
+    "RetryAction",
     "for_code",
     "kafka_errors",
     "raise_for_code",
+    "retry_action",
 ]
 
 
@@ -954,3 +957,70 @@ def raise_for_code(code: int, msg: str | None = None) -> None:
 
 def _raise(cls: type[BrokerResponseError], msg: str | None) -> NoReturn:
     raise cls(msg) if msg is not None else cls()
+
+
+# --------------------------------------------------------------------------------------------
+# The one retry classifier
+# --------------------------------------------------------------------------------------------
+
+
+class RetryAction(enum.Enum):
+    """What a retry loop does after an error (see :func:`retry_action`)."""
+
+    #: send the same request to the same target again after the backoff
+    RETRY = "retry"
+    #: refresh the cluster metadata first (the leader or the topic moved)
+    REFRESH_METADATA = "refresh_metadata"
+    #: forget the coordinator and look it up again
+    FIND_COORDINATOR = "find_coordinator"
+    #: the group moved on without this member: rejoin (a commit raises CommitFailedError)
+    REJOIN = "rejoin"
+    #: raise: sending again cannot help
+    FATAL = "fatal"
+
+    @property
+    def retriable(self) -> bool:
+        """True for the actions a retry loop retries (all but REJOIN and FATAL)."""
+        return self in _RETRIED
+
+
+_RETRIED = frozenset(
+    {RetryAction.RETRY, RetryAction.REFRESH_METADATA, RetryAction.FIND_COORDINATOR}
+)
+_COORDINATOR_GONE = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_MEMBERSHIP_LOST = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_..
+
+
+def retry_action(
+    err: int | BaseException | type[BaseException], *, coordinator: bool = False
+) -> RetryAction:
+    """Classify an error code, exception or exception class for every retry loop.
+
+    ``coordinator``: the request went to a group or transaction coordinator; then a lost
+    connection, a client-side timeout and REQUEST_TIMED_OUT also look the coordinator up again
+    (as the Java client marks the coordinator unknown). Anything that is not a
+    :class:`KafkaError` is FATAL (bugs and cancellations are never retried).
+    """
+    if isinstance(err, int):
+        cls: type[BaseException] = for_code(err)
+    elif isinstance(err, BaseException):
+        cls = type(err)
+    else:
+        cls = err
+    if not issubclass(cls, KafkaError):
+        return RetryAction.FATAL
+    code = cls.errno if issubclass(cls, BrokerResponseError) else None
+    if code in _COORDINATOR_GONE:
+        return RetryAction.FIND_COORDINATOR
+    if code in _MEMBERSHIP_LOST:
+        return RetryAction.REJOIN
+    if coordinator and (
+        code == RequestTimedOutError.errno
+        or issubclass(cls, (KafkaConnectionError, NodeNotReadyError, KafkaTimeoutError))
+    ):
+        return RetryAction.FIND_COORDINATOR
+    if cls.invalid_metadata:
+        return RetryAction.REFRESH_METADATA
+    if cls.retriable or issubclass(cls, KafkaTimeoutError):
+        return RetryAction.RETRY
+    return RetryAction.FATAL

@@ -56,6 +56,10 @@ class API:
     HEARTBEAT = m.HeartbeatRequest.API_KEY
     SYNC_GROUP = m.SyncGroupRequest.API_KEY
     INIT_PRODUCER_ID = m.InitProducerIdRequest.API_KEY
+    ADD_PARTITIONS_TO_TXN = m.AddPartitionsToTxnRequest.API_KEY
+    ADD_OFFSETS_TO_TXN = m.AddOffsetsToTxnRequest.API_KEY
+    END_TXN = m.EndTxnRequest.API_KEY
+    DESCRIBE_GROUPS = m.DescribeGroupsRequest.API_KEY
 
 
 @dataclass
@@ -344,6 +348,12 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 # -- walking decoded responses ---------------------------------------------------------------
 _TOPIC_FIELDS = ("name", "topic")
 _PARTITION_FIELDS = ("partition_index", "partition", "index")
+#: a partition's error code is ``partition_error_code`` in AddPartitionsToTxn answers
+_ERROR_FIELDS = ("error_code", "partition_error_code")
+
+
+def _error_field(node: Any) -> str | None:
+    return next((f for f in _ERROR_FIELDS if f in node._field_names), None)
 
 
 def _walk(node: Any, topic: str | None, partition: int | None) -> Any:
@@ -374,13 +384,14 @@ def _targets(resp: Any, topic: str | None, partition: int | None) -> list[Any]:
     top-level error code (else every nested one), else the matching partition entries."""
     if topic is None and partition is None:
         if "error_code" in resp._field_names:
-            return [resp]
-        return [n for n, _, _ in _walk(resp, None, None) if "error_code" in n._field_names]
+            # FindCoordinator v4+ answers per key: its coordinators carry the error code
+            return [resp, *(getattr(resp, "coordinators", None) or ())]
+        return [n for n, _, _ in _walk(resp, None, None) if _error_field(n)]
     return [
         node
         for node, t, p in _walk(resp, None, None)
         if node is not resp
-        and "error_code" in node._field_names
+        and _error_field(node)
         and p is not None
         and (topic is None or t == topic)
         and (partition is None or p == partition)
@@ -397,7 +408,7 @@ def _matches(rule: Rule, resp: Any) -> bool:
 
 def _set_errors(resp: Any, code: int, topic: str | None, partition: int | None) -> None:
     for node in _targets(resp, topic, partition):
-        node.error_code = code
+        setattr(node, _error_field(node) or "error_code", code)
         if "records" in node._field_names:  # an erroring fetch partition carries no data
             node.records = b""
         if "high_watermark" in node._field_names:

@@ -11,6 +11,7 @@ import pytest
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient, parse_bootstrap
+from aiokafka_lite.ops.groups import find_coordinator
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import TopicPartition
 from tests.fake_broker import FakeBroker, FakeConn, dead_port
@@ -162,7 +163,7 @@ async def test_group_gets_its_own_connection(kafka_bootstrap):
 
 async def test_find_coordinator(kafka_bootstrap):
     async with KafkaClient(bootstrap_servers=kafka_bootstrap) as client:
-        node = await client.find_coordinator("test-find-coordinator-group")
+        node = await find_coordinator(client, "test-find-coordinator-group")
         assert client.cluster.broker_metadata(node) is not None
         resp = await client.send(node, m.MetadataRequest(topics=[]), group="coordinator")
         assert resp.brokers
@@ -273,7 +274,7 @@ async def test_find_coordinator_retries_then_succeeds():
         client = KafkaClient(bootstrap_servers=f"127.0.0.1:{fb.port}", retry_backoff_ms=10)
         client.cluster.update_metadata(_fake_metadata({1: fb.port}))
         try:
-            node = await asyncio.wait_for(client.find_coordinator("g", timeout_ms=3000), 5)
+            node = await asyncio.wait_for(find_coordinator(client, "g", timeout_ms=3000), 5)
             assert node == 9 and not answers
             # the coordinator was not in the brokers list: its address is remembered
             assert client.cluster.broker_metadata(9) == (9, "127.0.0.1", 19092, None)
@@ -292,7 +293,7 @@ async def test_find_coordinator_gives_up_with_last_error():
         try:
             t0 = time.monotonic()
             with pytest.raises(Errors.CoordinatorNotAvailableError):
-                await client.find_coordinator("g", timeout_ms=300)
+                await find_coordinator(client, "g", timeout_ms=300)
             assert time.monotonic() - t0 < 1.0
         finally:
             await client.close()

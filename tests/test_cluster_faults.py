@@ -27,6 +27,7 @@ import pytest
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka_lite.consumer import AIOKafkaConsumer
+from aiokafka_lite.ops.groups import find_coordinator
 from aiokafka_lite.producer import AIOKafkaProducer
 from aiokafka_lite.structs import TopicPartition
 
@@ -546,7 +547,7 @@ async def test_transaction_coordinator_killed_mid_transaction(
             for i in range(10):
                 await producer.send(topic, f"v-{i}".encode(), partition=i % partitions)
         committed_values.update(range(10))
-        coordinator = await producer.client.find_coordinator(txn_id, key_type=1)
+        coordinator = await find_coordinator(producer.client, txn_id, 1, fresh=True)
 
         await producer.begin_transaction()
         txn_values = set(range(1000, 1100))
@@ -605,7 +606,7 @@ async def test_transaction_coordinator_killed_during_commit(
     committed_values: set[int] = set()
     aborted_values: set[int] = set()
     try:
-        coordinator = await producer.client.find_coordinator(txn_id, key_type=1)
+        coordinator = await find_coordinator(producer.client, txn_id, 1, fresh=True)
         await producer.begin_transaction()
         txn_values = set(range(100))
         for i in sorted(txn_values):

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from .. import errors as Errors
 from ..client import KafkaClient
-from ..ops import ItemError, raise_item_errors
+from ..ops import Deadline, ItemError, raise_item_errors
 from ..ops import acls as acl_ops
 from ..ops import configs as config_ops
 from ..ops import groups as group_ops
@@ -380,8 +380,11 @@ class AIOKafkaAdminClient:
     # ---------------------------------------------------------------- groups
 
     async def find_coordinator(self, group_id: str, coordinator_type: int = 0) -> int:
-        """Node id of the coordinator of ``group_id`` (0) or a transactional id (1)."""
-        return await self._client.find_coordinator(group_id, coordinator_type)
+        """Node id of the coordinator of ``group_id`` (0) or a transactional id (1): a fresh
+        FindCoordinator (its answer refreshes the client's coordinator cache)."""
+        return await group_ops.find_coordinator(
+            self._client, group_id, coordinator_type, fresh=True
+        )
 
     async def describe_consumer_groups(
         self,
@@ -395,13 +398,16 @@ class AIOKafkaAdminClient:
         ``[(error_code, group, state, protocol_type, protocol, members)]`` (plus
         ``authorized_operations`` when asked for), members being
         ``(member_id, client_id, client_host, member_metadata, member_assignment)``.
-        Group errors such as GROUP_ID_NOT_FOUND are in ``error_code``, not raised.
+        Group errors such as GROUP_ID_NOT_FOUND are in ``error_code``, not raised. The
+        look-ups (the client's coordinator cache first) and the requests, retried at a
+        coordinator looked up again when it moved, share one request_timeout_ms budget.
         """
+        deadline = Deadline.of(self._client, None)
         by_node: dict[int, list[str]] = {}
         for gid in dict.fromkeys(group_ids):
             node = group_coordinator_id
             if node is None:
-                node = await self.find_coordinator(gid)
+                node = await group_ops.find_coordinator(self._client, gid, deadline=deadline)
             by_node.setdefault(node, []).append(gid)
 
         async def one(node: int, gids: list[str]) -> R.DescribeGroupsResponse:
@@ -410,6 +416,7 @@ class AIOKafkaAdminClient:
                 gids,
                 include_authorized_operations=include_authorized_operations,
                 coordinator=node,
+                timeout_ms=max(1.0, deadline.remaining_ms),
             )
             return R.DescribeGroupsResponse(
                 throttle_time_ms=0,

@@ -26,7 +26,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import HookSet, emit
+from aiokafka_lite.ops._exec import find_coordinator
 from aiokafka_lite.ops.membership import (
     heartbeat_request,
     join_group_request,
@@ -42,7 +44,7 @@ from .assignors import (
     encode_assignment,
     encode_subscription,
 )
-from .offsets import _COORDINATOR_CODES, _REJOIN_CODES, _RETRY_CODES, OffsetsMixin
+from .offsets import OffsetsMixin
 from .subscription import SubscriptionState
 
 __all__ = ["Coordinator"]
@@ -103,7 +105,6 @@ class Coordinator(OffsetsMixin):
         self.generation = -1
         self.protocol: str | None = None
         self.leader_id: str | None = None
-        self.coordinator_id: int | None = None
         self._rejoin = True
         self._joined_topics: frozenset[str] = frozenset()
         self._joined_subscription = -1  # SubscriptionState.subscription_id of the last join
@@ -244,9 +245,7 @@ class Coordinator(OffsetsMixin):
             except asyncio.CancelledError:
                 raise
             except Errors.KafkaError as exc:
-                if exc.retriable or isinstance(
-                    exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
-                ):
+                if retry_action(exc).retriable:
                     log.info("group coordination: %r; retrying", exc)
                     await asyncio.sleep(self._backoff)
                     continue
@@ -319,11 +318,27 @@ class Coordinator(OffsetsMixin):
         self.assigned_once.set()
 
     # -- coordinator discovery and requests ------------------------------------------------
+    @property
+    def coordinator_id(self) -> int | None:
+        """The group's coordinator, as the client's coordinator cache knows it (None: unknown);
+        set to None to forget it."""
+        if self.group_id is None:
+            return None
+        node: int | None = self._client.coordinators.get(self.group_id, 0)
+        return node
+
+    @coordinator_id.setter
+    def coordinator_id(self, value: int | None) -> None:
+        if self.group_id is None:
+            return
+        if value is None:
+            self._client.coordinators.forget(self.group_id, 0)
+        else:
+            self._client.coordinators.put(self.group_id, 0, value)
+
     async def _coordinator(self) -> int:
-        if self.coordinator_id is None:
-            assert self.group_id is not None
-            self.coordinator_id = await self._client.find_coordinator(self.group_id, 0)
-        return self.coordinator_id
+        assert self.group_id is not None
+        return await find_coordinator(self._client, self.group_id, 0)
 
     async def _send(self, request: Any, timeout_ms: float | None = None) -> Any:
         node = await self._coordinator()
@@ -339,10 +354,20 @@ class Coordinator(OffsetsMixin):
             raise
 
     def _coordinator_error(self, code: int) -> bool:
-        if code in _COORDINATOR_CODES:
+        """True (and the coordinator forgotten) when ``code`` says it moved or timed out."""
+        if retry_action(code, coordinator=True) is RetryAction.FIND_COORDINATOR:
             self.coordinator_id = None
             return True
         return False
+
+    def _membership_lost(self, code: int) -> None:
+        """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
+        with a new member id)."""
+        if code == Errors.UnknownMemberIdError.errno:
+            self.member_id = ""
+            self.generation = -1
+        self._rejoin = True
+        self._wake.set()
 
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance(self) -> None:
@@ -437,7 +462,7 @@ class Coordinator(OffsetsMixin):
                 continue
             if (
                 self._coordinator_error(code)
-                or code in _RETRY_CODES
+                or retry_action(code).retriable
                 or code == Errors.RebalanceInProgressError.errno
             ):
                 await asyncio.sleep(self._backoff)
@@ -464,7 +489,7 @@ class Coordinator(OffsetsMixin):
             return decode_assignment(resp.assignment or b"")
         if code == Errors.UnknownMemberIdError.errno:
             self.member_id = ""
-        if code in _REJOIN_CODES or self._coordinator_error(code):
+        if retry_action(code) is RetryAction.REJOIN or self._coordinator_error(code):
             self._rejoin = True
             return None
         raise Errors.for_code(code)(f"SyncGroup failed for group {self.group_id!r}")
@@ -554,12 +579,8 @@ class Coordinator(OffsetsMixin):
                     f"group_instance_id {self.group_instance_id!r} fenced"
                 )
                 self._rejoin = True
-            elif code in _REJOIN_CODES:
-                if code == Errors.UnknownMemberIdError.errno:
-                    self.member_id = ""
-                    self.generation = -1
-                self._rejoin = True
-                self._wake.set()
+            elif retry_action(code) is RetryAction.REJOIN:
+                self._membership_lost(code)
             elif self._coordinator_error(code):
                 pass
             else:

@@ -4,6 +4,11 @@ OffsetFetch), and the initial position of newly assigned partitions.
 :class:`OffsetsMixin` is part of :class:`~aiokafka_lite.consumer.group.Coordinator`; it uses
 the coordinator's connection (``_send``), membership (``generation``, ``member_id``) and
 subscription state.
+
+Both run through the executor's :func:`~aiokafka_lite.ops._exec.coordinator_call` (the client's
+coordinator cache, one request_timeout_ms budget on the loop clock), with a hook for the errors
+that drive membership: REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID mark the
+member for a rejoin and raise CommitFailedError, as aiokafka.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops import ItemError
+from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.ops.offsets import (
     offset_commit_request,
     offset_fetch_request,
@@ -31,17 +38,22 @@ __all__ = ["OffsetsMixin"]
 
 log = logging.getLogger(__name__)
 
-_REJOIN_CODES = {
-    Errors.RebalanceInProgressError.errno,
-    Errors.IllegalGenerationError.errno,
-    Errors.UnknownMemberIdError.errno,
-}
-_COORDINATOR_CODES = {
-    Errors.NotCoordinatorForGroupError.errno,
-    Errors.GroupCoordinatorNotAvailableError.errno,
-    Errors.RequestTimedOutError.errno,
-}
-_RETRY_CODES = {Errors.GroupLoadInProgressError.errno, Errors.UnstableOffsetCommitError.errno}
+#: the partition-level codes a commit retries at the same coordinator (any other code that is
+#: not the coordinator's or the membership's fails the commit at once, as before)
+_COMMIT_RETRY_CODES = frozenset(
+    {Errors.GroupLoadInProgressError.errno, Errors.UnstableOffsetCommitError.errno}
+)
+
+
+def _commit_timed_out(what: str) -> Callable[[BaseException | None, bool], BaseException]:
+    """The error a commit/committed raises when its budget ends with retriable errors only:
+    KafkaTimeoutError, also when the coordinator could not be found (Java's commitSync
+    TimeoutException)."""
+
+    def expired(last: BaseException | None, looking_up: bool) -> BaseException:
+        return Errors.KafkaTimeoutError(f"{what} (last error: {last!r})")
+
+    return expired
 
 
 class OffsetsMixin:
@@ -61,16 +73,14 @@ class OffsetsMixin:
     _outside_group: bool
     _last_committed: dict[TopicPartition, int]
     _h_commit: tuple[Callable[..., Any], ...]
+    _client: Any
 
     @property
     def uses_group(self) -> bool:  # pragma: no cover - overridden by the coordinator
         """True when partitions come from group membership."""
         raise NotImplementedError
 
-    async def _send(self, request: Any, timeout_ms: float | None = None) -> Any:  # pragma: no cover
-        raise NotImplementedError
-
-    def _coordinator_error(self, code: int) -> bool:  # pragma: no cover
+    def _membership_lost(self, code: int) -> None:  # pragma: no cover
         raise NotImplementedError
 
     def _check_group(self) -> None:
@@ -113,7 +123,6 @@ class OffsetsMixin:
                 "Commit cannot be completed: the consumer is not part of an active group generation "
                 "(a rebalance is in progress or max_poll_interval_ms was exceeded)"
             )
-        deadline = time.monotonic() + self._request_timeout_ms / 1000
         request = offset_commit_request(
             self.group_id,  # type: ignore[arg-type]  # checked by _check_group
             offsets,
@@ -121,43 +130,59 @@ class OffsetsMixin:
             member_id=self.member_id if group_managed else "",
             group_instance_id=self.group_instance_id if group_managed else None,
         )
-        while True:
-            retry = False
-            try:
-                resp = await self._send(request)
-            except (
-                Errors.KafkaConnectionError,
-                Errors.KafkaTimeoutError,
-                Errors.NodeNotReadyError,
-            ) as exc:
-                retry = True
-                log.debug("commit failed: %r", exc)
-            else:
-                for tp, code in parse_offset_commit(resp).items():
-                    if code == 0:
-                        om = offsets[tp]
-                        self._last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
-                        continue
-                    if code in _REJOIN_CODES:
-                        if code == Errors.UnknownMemberIdError.errno:
-                            self.member_id = ""
-                            self.generation = -1
-                        self._rejoin = True
-                        self._wake.set()
-                        raise Errors.CommitFailedError(
-                            f"Commit cannot be completed: the group rebalanced "
-                            f"({Errors.for_code(code).__name__}); the partitions may have moved to "
-                            f"another member. Poll more often or raise max_poll_interval_ms."
-                        )
-                    if self._coordinator_error(code) or code in _RETRY_CODES:
-                        retry = True
-                        continue
-                    raise Errors.for_code(code)(f"commit failed for {tp.topic}[{tp.partition}]")
-            if not retry:
-                return
-            if time.monotonic() + self._backoff >= deadline:
-                raise Errors.KafkaTimeoutError("offset commit timed out")
-            await asyncio.sleep(self._backoff)
+        failed: list[TopicPartition] = []
+
+        def error_of(resp: Any) -> int:
+            # partitions committed are recorded; the first code that fails the commit wins,
+            # else one worth a retry (a coordinator's error first: it is looked up again)
+            retry = 0
+            for tp, code in parse_offset_commit(resp).items():
+                if code == 0:
+                    om = offsets[tp]
+                    self._last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
+                    continue
+                action = self._commit_action(code)
+                if action.retriable:
+                    if not retry or action is RetryAction.FIND_COORDINATOR:
+                        retry = code
+                    continue
+                failed[:] = [tp]
+                return code
+            return retry
+
+        def failure(code: int) -> BaseException:
+            if retry_action(code) is RetryAction.REJOIN:
+                self._membership_lost(code)
+                return Errors.CommitFailedError(
+                    f"Commit cannot be completed: the group rebalanced "
+                    f"({Errors.for_code(code).__name__}); the partitions may have moved to "
+                    f"another member. Poll more often or raise max_poll_interval_ms."
+                )
+            tp = failed[0]
+            return Errors.for_code(code)(f"commit failed for {tp.topic}[{tp.partition}]")
+
+        await coordinator_call(
+            self._client,
+            self.group_id,
+            0,
+            request,
+            error_of,
+            timeout_ms=self._request_timeout_ms,
+            backoff_ms=self._backoff * 1000,
+            what="OffsetCommit",
+            on_error=self._commit_action,
+            failure=failure,
+            on_expired=_commit_timed_out("offset commit timed out"),
+        )
+
+    @staticmethod
+    def _commit_action(code: int) -> RetryAction:
+        """The commit's hook on the classifier: the coordinator's errors are retried after a
+        fresh look-up, loading/unstable at the same node; membership errors and the rest fail."""
+        action = retry_action(code, coordinator=True)
+        if action is RetryAction.FIND_COORDINATOR or action is RetryAction.REJOIN:
+            return action
+        return RetryAction.RETRY if code in _COMMIT_RETRY_CODES else RetryAction.FATAL
 
     async def commit_offsets(
         self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
@@ -175,37 +200,40 @@ class OffsetsMixin:
         tps = list(partitions)
         group_id: str = self.group_id  # type: ignore[assignment]  # checked by _check_group
         request = offset_fetch_request(group_id, tps, self._require_stable)
-        deadline = time.monotonic() + self._request_timeout_ms / 1000
-        while True:
-            try:
-                resp = await self._send(request)
-            except (
-                Errors.KafkaConnectionError,
-                Errors.KafkaTimeoutError,
-                Errors.NodeNotReadyError,
-            ):
-                pass  # retried below
-            else:
-                parsed = parse_offset_fetch(resp, group_id)[group_id]
-                if isinstance(parsed, ItemError):
-                    code = parsed.code
-                    if not (
-                        self._coordinator_error(code) or code in _RETRY_CODES or parsed.retriable
-                    ):
-                        raise parsed.exception(f"OffsetFetch failed for group {group_id!r}")
-                else:
-                    out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
-                    for tp, om in parsed.items():
-                        if isinstance(om, ItemError):
-                            if om.code != Errors.UnknownTopicOrPartitionError.errno:
-                                raise om.exception(f"OffsetFetch failed for {tp}")
-                            continue
-                        if om.offset >= 0:
-                            out[tp] = om
-                    return out
-            if time.monotonic() + self._backoff >= deadline:
-                raise Errors.KafkaTimeoutError("fetching committed offsets timed out")
-            await asyncio.sleep(self._backoff)
+        answer: list[Any] = []
+
+        def error_of(resp: Any) -> int:
+            parsed = parse_offset_fetch(resp, group_id)[group_id]
+            answer[:] = [parsed]
+            return parsed.code if isinstance(parsed, ItemError) else 0
+
+        def failure(code: int) -> BaseException:
+            err = answer[0] if answer and isinstance(answer[0], ItemError) else ItemError(code)
+            return err.exception(f"OffsetFetch failed for group {group_id!r}")
+
+        resp = await coordinator_call(
+            self._client,
+            group_id,
+            0,
+            request,
+            error_of,
+            timeout_ms=self._request_timeout_ms,
+            backoff_ms=self._backoff * 1000,
+            what="OffsetFetch",
+            failure=failure,
+            on_expired=_commit_timed_out("fetching committed offsets timed out"),
+        )
+        parsed = parse_offset_fetch(resp, group_id)[group_id]
+        assert not isinstance(parsed, ItemError)  # error_of returned 0
+        out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
+        for tp, om in parsed.items():
+            if isinstance(om, ItemError):
+                if om.code != Errors.UnknownTopicOrPartitionError.errno:
+                    raise om.exception(f"OffsetFetch failed for {tp}")
+                continue
+            if om.offset >= 0:
+                out[tp] = om
+        return out
 
     # -- positions ---------------------------------------------------------------------
     async def _init_positions(self) -> None:

@@ -10,14 +10,21 @@ set of items, parse a response into per-item results) run by one of four routes 
 * :func:`to_controller`: one request to the controller (CreateTopics, DeleteTopics,
   CreatePartitions), resent after a metadata refresh on NOT_CONTROLLER;
 * :func:`to_node`: one request to a given node, or the least-loaded one (Metadata, ListGroups,
-  DescribeConfigs, ...).
+  DescribeConfigs, ...);
+* :func:`coordinator_call`: one request to the coordinator of one key, with hooks for the
+  caller's own errors (transactions, the consumer's commit/committed and their membership
+  errors); :func:`find_coordinator` is the FindCoordinator look-up behind every coordinator
+  route, through the client's coordinator cache.
 
-Retriable errors (connection failures, per-item retriable codes, unknown leaders or
-coordinators) are retried every ``retry_backoff_ms`` until the operation's deadline, refreshing
-metadata (through the client's ONE refresher) or forgetting the coordinator first when the error
-says so; the last error is raised when the deadline passes. Non-retriable per-item errors are
-returned to the caller in the results (the caller decides whether to raise). Cancellation always
-propagates: nothing here catches ``CancelledError``.
+Which errors are retried, and how, is decided by ONE classifier,
+:func:`aiokafka_lite.errors.retry_action`. Retriable errors (connection failures, per-item
+retriable codes, unknown leaders or coordinators) are retried every ``retry_backoff_ms`` until
+the operation's deadline (a :class:`Deadline` on the event loop clock, by default the client's
+``timeouts.retry_ms``), refreshing metadata (through the client's ONE refresher) or forgetting
+the coordinator first when the error says so; the last error is raised when the deadline
+passes. Non-retriable per-item errors are returned to the caller in the results (the caller
+decides whether to raise). Cancellation always propagates: nothing here catches
+``CancelledError``.
 """
 
 from __future__ import annotations
@@ -29,16 +36,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import errors as Errors
+from ..errors import RetryAction, retry_action
+from ..protocol import messages as m
 from ..structs import TopicPartition
 
 if TYPE_CHECKING:
     from ..client import KafkaClient
 
 __all__ = [
+    "Coordinator",
     "Deadline",
     "at_coordinator",
     "ItemError",
     "by_coordinator",
+    "coordinator_call",
+    "find_coordinator",
+    "find_coordinator_request",
+    "parse_find_coordinator",
     "by_leader",
     "raise_item_errors",
     "to_controller",
@@ -51,17 +65,11 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 R = TypeVar("R")
 
-#: Codes after which the coordinator must be looked up again.
-COORDINATOR_MOVED = frozenset(
-    {
-        Errors.GroupCoordinatorNotAvailableError.errno,  # 15
-        Errors.NotCoordinatorForGroupError.errno,  # 16
-    }
-)
-#: The coordinator is loading the group: ask the same node again.
-COORDINATOR_LOADING = Errors.GroupLoadInProgressError.errno  # 14
 NOT_CONTROLLER = Errors.NotControllerError.errno  # 41
 _UNKNOWN_TOPIC = Errors.UnknownTopicOrPartitionError.errno  # 3
+#: CONCURRENT_TRANSACTIONS clears quickly: retried after this instead of retry_backoff_ms
+_CONCURRENT_TRANSACTIONS = Errors.ConcurrentTransactions.errno  # 51
+_CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
 
 
 @dataclass(frozen=True)
@@ -78,9 +86,8 @@ class ItemError:
 
     @property
     def retriable(self) -> bool:
-        """True for codes worth retrying (retriable, or stale metadata)."""
-        cls = Errors.for_code(self.code)
-        return bool(cls.retriable or cls.invalid_metadata)
+        """True for codes worth retrying (retriable, stale metadata, coordinator moved)."""
+        return retry_action(self.code).retriable
 
 
 def raise_item_errors(results: Mapping[Any, Any], what: str) -> None:
@@ -91,12 +98,18 @@ def raise_item_errors(results: Mapping[Any, Any], what: str) -> None:
 
 
 class Deadline:
-    """An operation's overall deadline on the event loop clock."""
+    """An operation's overall deadline (its retry budget) on the event loop clock, the one
+    clock of every retry budget."""
 
     def __init__(self, timeout_ms: float) -> None:
         self._loop = asyncio.get_running_loop()
         self.timeout_ms = timeout_ms
         self.at = self._loop.time() + timeout_ms / 1000
+
+    @classmethod
+    def of(cls, client: KafkaClient, timeout_ms: float | None) -> Deadline:
+        """``timeout_ms``, or the client's operation retry budget (``timeouts.retry_ms``)."""
+        return cls(timeout_ms if timeout_ms is not None else client.timeouts.retry_ms)
 
     @property
     def remaining_ms(self) -> float:
@@ -128,6 +141,13 @@ class Deadline:
         if self.expired:
             self.fail(last, what)
 
+    def keep(self, last: BaseException | None, exc: BaseException) -> BaseException:
+        """The error to remember after ``exc``: a client-side timeout of an attempt that the
+        deadline itself cut short keeps the error that made the retries (``last``)."""
+        if last is not None and isinstance(exc, Errors.KafkaTimeoutError) and self.expired:
+            return last
+        return exc
+
     def fail(self, last: BaseException | None, what: str) -> None:
         """Raise ``last`` (a retriable error that outlived the deadline) or KafkaTimeoutError."""
         if isinstance(last, Errors.KafkaError):
@@ -136,9 +156,7 @@ class Deadline:
 
 
 def _retriable_exc(exc: BaseException) -> bool:
-    return isinstance(exc, Errors.KafkaError) and bool(
-        exc.retriable or exc.invalid_metadata or isinstance(exc, Errors.KafkaTimeoutError)
-    )
+    return retry_action(exc).retriable
 
 
 async def _gather(calls: Iterable[Awaitable[R]]) -> list[R | BaseException]:
@@ -167,9 +185,9 @@ async def to_node(
     """Send ``request`` to ``node_id`` (default: the least-loaded node) and return the response.
 
     Connection errors and timeouts are retried (on another node when none was named) until
-    ``timeout_ms`` (default the client's request_timeout_ms).
+    ``timeout_ms`` (default the client's retry budget, ``timeouts.retry_ms``).
     """
-    deadline = Deadline(timeout_ms if timeout_ms is not None else client.request_timeout_ms)
+    deadline = Deadline.of(client, timeout_ms)
     while True:
         node = node_id if node_id is not None else client.least_loaded_node()
         try:
@@ -191,7 +209,7 @@ async def to_controller(
 ) -> Any:
     """Send ``request`` to the controller; resend after a refresh while any of ``codes(response)``
     is NOT_CONTROLLER (or the send fails retriably). Returns the last response."""
-    deadline = Deadline(timeout_ms if timeout_ms is not None else client.request_timeout_ms)
+    deadline = Deadline.of(client, timeout_ms)
     refresh = client.cluster.controller_id < 0
     last: BaseException | None = None
     while True:
@@ -232,7 +250,7 @@ async def by_leader(
     ``unknown_topic_is_error``: a topic that fresh metadata does not know fails at once with
     UNKNOWN_TOPIC_OR_PARTITION instead of being waited for.
     """
-    deadline = Deadline(timeout_ms if timeout_ms is not None else client.request_timeout_ms)
+    deadline = Deadline.of(client, timeout_ms)
     remaining = dict(items)
     results: dict[TopicPartition, R | ItemError] = {}
     topics = {tp.topic for tp in remaining}
@@ -310,11 +328,12 @@ async def by_coordinator(
 ) -> dict[K, R | ItemError]:
     """Send ``build(keys of one coordinator)`` to each group coordinator; results by group id.
 
-    ``coordinator`` skips the lookup (aiokafka's ``group_coordinator_id``). Coordinator errors
-    (not available, not coordinator, loading) and failed sends are retried, looking the
-    coordinator up again where the error says it moved, until the deadline.
+    ``coordinator`` skips the first lookup (aiokafka's ``group_coordinator_id``). Coordinator
+    errors (not available, not coordinator, loading) and failed sends are retried, looking the
+    coordinator up again (through the client's cache, forgotten first) where the error says it
+    moved, until the deadline.
     """
-    deadline = Deadline(timeout_ms if timeout_ms is not None else client.request_timeout_ms)
+    deadline = Deadline.of(client, timeout_ms)
     remaining = list(dict.fromkeys(keys))
     results: dict[K, R | ItemError] = {}
     known: dict[K, int] = {}
@@ -327,9 +346,7 @@ async def by_coordinator(
             node = known.get(key)
             if node is None:
                 try:
-                    node = await client.find_coordinator(
-                        str(key), timeout_ms=max(1.0, deadline.remaining_ms)
-                    )
+                    node = await find_coordinator(client, str(key), deadline=deadline)
                 except Errors.KafkaError as exc:
                     if not _retriable_exc(exc):
                         results[key] = ItemError(getattr(exc, "errno", -1) or -1, str(exc) or None)
@@ -356,19 +373,19 @@ async def by_coordinator(
                 last = answer
                 for key in by_node[node]:
                     known.pop(key, None)
+                    client.coordinators.forget(str(key), 0, node)
                 continue
             for key, res in parse(answer).items():
                 if key not in by_node[node] or key in results:
                     continue
-                if isinstance(res, ItemError) and (
-                    res.code in COORDINATOR_MOVED
-                    or res.code == COORDINATOR_LOADING
-                    or res.retriable
-                ):
-                    if res.code in COORDINATOR_MOVED:
-                        known.pop(key, None)
-                    last = res.exception(f"{what} {key!r}")
-                    continue
+                if isinstance(res, ItemError):
+                    action = retry_action(res.code, coordinator=True)
+                    if action.retriable:
+                        if action is RetryAction.FIND_COORDINATOR:
+                            known.pop(key, None)
+                            client.coordinators.forget(str(key), 0, node)
+                        last = res.exception(f"{what} {key!r}")
+                        continue
                 results[key] = res
         remaining = [k for k in remaining if k not in results]
         if remaining:
@@ -400,3 +417,154 @@ async def at_coordinator(
     if isinstance(value, ItemError):
         raise value.exception(f"{what} of group {group_id!r}")
     return value
+
+
+# -------------------------------------------------------------------------- FindCoordinator
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    """A FindCoordinator answer for one key (``error`` set when it failed)."""
+
+    node_id: int
+    host: str
+    port: int
+    error: ItemError | None = None
+
+
+def find_coordinator_request(key: str, key_type: int = 0) -> Any:
+    """FindCoordinator for a group (``key_type`` 0) or transactional id (1)."""
+    # Both shapes are filled; the codec writes the one the negotiated version has.
+    return m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
+
+
+def parse_find_coordinator(resp: Any, key: str) -> Coordinator:
+    """The coordinator of ``key`` from a v0-v3 or batched v4+ answer."""
+    if resp.coordinators:
+        c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
+        code, msg, nid, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
+    else:
+        code, msg = resp.error_code, resp.error_message
+        nid, host, port = resp.node_id, resp.host, resp.port
+    return Coordinator(int(nid), host, int(port), ItemError(code, msg) if code else None)
+
+
+async def find_coordinator(
+    client: KafkaClient,
+    key: str,
+    key_type: int = 0,
+    *,
+    timeout_ms: float | None = None,
+    deadline: Deadline | None = None,
+    fresh: bool = False,
+) -> int:
+    """Node id of the group (``key_type`` 0) or transaction (1) coordinator of ``key``.
+
+    The client's coordinator cache answers unless ``fresh``; else FindCoordinator at the
+    least-loaded node, retrying retriable errors (coordinator not available / loading,
+    connection errors) every ``retry_backoff_ms`` until ``deadline`` (or ``timeout_ms``,
+    default the client's retry budget), then raising the last error. The answer is cached.
+    """
+    if not fresh:
+        cached = client.coordinators.get(key, key_type)
+        if cached is not None:
+            return cached
+    if deadline is None:
+        deadline = Deadline.of(client, timeout_ms)
+    what = f"FindCoordinator({key!r}, key_type={key_type})"
+    request = find_coordinator_request(key, key_type)
+    last: BaseException | None = None
+    while True:
+        try:
+            resp = await client.send(
+                client.least_loaded_node(), request, timeout_ms=max(1.0, deadline.remaining_ms)
+            )
+        except Errors.KafkaError as exc:
+            if not _retriable_exc(exc):
+                raise
+            last = deadline.keep(last, exc)
+        else:
+            found = parse_find_coordinator(resp, key)
+            if found.error is None:
+                client.cluster.add_coordinator(found.node_id, found.host, found.port)
+                client.coordinators.put(key, key_type, found.node_id)
+                return found.node_id
+            err = found.error.exception(what)
+            if not found.error.retriable:
+                raise err
+            last = err
+        log.debug("%s failed: %r", what, last)
+        await deadline.backoff(client, refresh=False, last=last, what=what)
+
+
+async def coordinator_call(
+    client: KafkaClient,
+    key: str | None,
+    key_type: int,
+    request: Any,
+    error_of: Callable[[Any], int],
+    *,
+    timeout_ms: float | None = None,
+    backoff_ms: float | None = None,
+    what: str = "request",
+    on_error: Callable[[int], RetryAction] | None = None,
+    failure: Callable[[int], BaseException] | None = None,
+    on_expired: Callable[[BaseException | None, bool], BaseException] | None = None,
+) -> Any:
+    """Send ``request`` to the coordinator of ``key`` (any node when ``key`` is None) on the
+    ``"coordinator"`` connection and return the answer whose ``error_of(answer)`` is 0.
+
+    Failed sends and error codes are classified by :func:`~aiokafka_lite.errors.retry_action`
+    (as a coordinator request), or for codes by ``on_error`` when given (the consumer's hook for
+    its membership errors: it may raise, e.g. CommitFailedError). FIND_COORDINATOR forgets the
+    cached coordinator and looks it up again; RETRY asks the same node again after the backoff
+    (``backoff_ms``, default ``retry_backoff_ms``; 20 ms for CONCURRENT_TRANSACTIONS); other
+    codes raise ``failure(code)`` (default: the code's error class). Each attempt waits at most
+    the client's ``timeouts.request_ms``; past the budget (``timeout_ms``, default the client's
+    retry budget) ``on_expired(last error, it came from the look-up)`` is raised (default: the
+    last error).
+    """
+    deadline = Deadline.of(client, timeout_ms)
+    backoff = client.retry_backoff_ms if backoff_ms is None else backoff_ms
+    last: BaseException | None = None
+    while True:
+        pause = backoff
+        node: int | None = None
+        try:
+            if key is None:
+                node = client.least_loaded_node()
+            else:
+                node = await find_coordinator(client, key, key_type, deadline=deadline)
+            resp = await client.send(
+                node,
+                request,
+                group="coordinator",
+                timeout_ms=max(1.0, min(client.timeouts.request_ms, deadline.remaining_ms)),
+            )
+        except Errors.KafkaError as exc:
+            if not retry_action(exc, coordinator=key is not None).retriable:
+                raise
+            if key is not None and node is not None:
+                client.coordinators.forget(key, key_type, node)
+            last = deadline.keep(last, exc)
+        else:
+            code = error_of(resp)
+            if not code:
+                return resp
+            action = (
+                on_error(code) if on_error is not None else retry_action(code, coordinator=True)
+            )
+            if not action.retriable:
+                raise failure(code) if failure is not None else Errors.for_code(code)(what)
+            if action is RetryAction.FIND_COORDINATOR and key is not None:
+                client.coordinators.forget(key, key_type, node)
+            if code == _CONCURRENT_TRANSACTIONS:
+                pause = _CONCURRENT_TRANSACTIONS_BACKOFF_MS
+            last = Errors.for_code(code)(f"{what} still failing after retries")
+        log.debug("%s at the coordinator of %r failed: %r", what, key, last)
+        if not deadline.expired:
+            await asyncio.sleep(min(pause, deadline.remaining_ms) / 1000)
+        if deadline.expired:
+            if on_expired is not None:
+                raise on_expired(last, node is None and key is not None)
+            deadline.fail(last, what)

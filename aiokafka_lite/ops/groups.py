@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import decode_data
 from ..protocol import messages as m
 from ..structs import TopicPartition
-from ._exec import ItemError, at_coordinator, by_coordinator, to_node
+from ._exec import (
+    Coordinator,
+    ItemError,
+    at_coordinator,
+    by_coordinator,
+    find_coordinator,
+    find_coordinator_request,
+    parse_find_coordinator,
+    to_node,
+)
 
 if TYPE_CHECKING:
     from ..client import KafkaClient
@@ -26,6 +35,7 @@ __all__ = [
     "delete_offsets",
     "describe_groups",
     "describe_groups_request",
+    "find_coordinator",
     "find_coordinator_request",
     "list_groups",
     "list_groups_request",
@@ -39,31 +49,8 @@ __all__ = [
 # -------------------------------------------------------------------------- FindCoordinator
 
 
-@dataclass(frozen=True)
-class Coordinator:
-    """A FindCoordinator answer for one key (``error`` set when it failed)."""
-
-    node_id: int
-    host: str
-    port: int
-    error: ItemError | None = None
-
-
-def find_coordinator_request(key: str, key_type: int = 0) -> Any:
-    """FindCoordinator for a group (``key_type`` 0) or transactional id (1)."""
-    # Both shapes are filled; the codec writes the one the negotiated version has.
-    return m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
-
-
-def parse_find_coordinator(resp: Any, key: str) -> Coordinator:
-    """The coordinator of ``key`` from a v0-v3 or batched v4+ answer."""
-    if resp.coordinators:
-        c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
-        code, msg, nid, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
-    else:
-        code, msg = resp.error_code, resp.error_message
-        nid, host, port = resp.node_id, resp.host, resp.port
-    return Coordinator(int(nid), host, int(port), ItemError(code, msg) if code else None)
+# ``Coordinator``, ``find_coordinator_request`` and ``parse_find_coordinator`` live with the
+# executor's look-up (``_exec.find_coordinator``) and are re-exported here.
 
 
 # ---------------------------------------------------------------------------- DescribeGroups

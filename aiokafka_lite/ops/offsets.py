@@ -329,7 +329,7 @@ async def delete_records(
     timeout_ms: float | None = None,
 ) -> dict[TopicPartition, int | ItemError]:
     """DeleteRecords at each leader: ``{tp: low watermark | ItemError}``."""
-    broker_timeout = int(timeout_ms if timeout_ms is not None else client.request_timeout_ms)
+    broker_timeout = int(timeout_ms if timeout_ms is not None else client.timeouts.broker_ms)
     return await by_leader(
         client,
         offsets,

@@ -66,7 +66,7 @@ async def _at_controller(
         client,
         request,
         lambda r: [t.error_code for t in parse(r)],
-        timeout_ms=broker_timeout + client.request_timeout_ms,
+        timeout_ms=client.timeouts.client_wait_ms(broker_timeout),
         what=what,
     )
     return parse(resp)
@@ -116,7 +116,7 @@ async def create_topics(
     validate_only: bool = False,
 ) -> list[TopicResult]:
     """CreateTopics at the controller; per-topic errors are returned, not raised."""
-    broker_timeout = timeout_ms if timeout_ms is not None else client.request_timeout_ms
+    broker_timeout = timeout_ms if timeout_ms is not None else int(client.timeouts.broker_ms)
     return await _at_controller(
         client,
         create_topics_request(topics, broker_timeout, validate_only),
@@ -148,7 +148,7 @@ async def delete_topics(
     client: KafkaClient, topics: Sequence[str], *, timeout_ms: int | None = None
 ) -> list[TopicResult]:
     """DeleteTopics at the controller; per-topic errors are returned, not raised."""
-    broker_timeout = timeout_ms if timeout_ms is not None else client.request_timeout_ms
+    broker_timeout = timeout_ms if timeout_ms is not None else int(client.timeouts.broker_ms)
     return await _at_controller(
         client,
         delete_topics_request(topics, broker_timeout),
@@ -199,7 +199,7 @@ async def create_partitions(
     validate_only: bool = False,
 ) -> list[TopicResult]:
     """CreatePartitions at the controller; per-topic errors are returned."""
-    broker_timeout = timeout_ms if timeout_ms is not None else client.request_timeout_ms
+    broker_timeout = timeout_ms if timeout_ms is not None else int(client.timeouts.broker_ms)
     return await _at_controller(
         client,
         create_partitions_request(counts, broker_timeout, validate_only),

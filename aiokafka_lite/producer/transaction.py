@@ -4,9 +4,11 @@ One :class:`TransactionManager` serves both idempotent producers (no transaction
 holds the producer id/epoch and per-partition sequences) and transactional ones (coordinator
 requests: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).
 
-Coordinator requests retry retriable errors (coordinator moved or loading, concurrent
-transactions) with a short backoff until ``max_block_ms``. ``ProducerFenced`` and friends are
-fatal: every later operation raises them.
+Coordinator requests run through the executor's
+:func:`~aiokafka_lite.ops._exec.coordinator_call` (the client's coordinator cache, the one retry
+classifier): retriable errors (coordinator moved or loading, concurrent transactions, lost
+connections) are retried until ``max_block_ms``. ``ProducerFenced`` and friends are fatal:
+every later operation raises them.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -35,8 +37,7 @@ _FATAL = (
     Errors.UnsupportedVersionError,
     Errors.ClusterAuthorizationFailedError,
 )
-_COORDINATOR_MOVED = (15, 16)
-_MAX_EPOCH = 32767  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_MAX_EPOCH = 32767
 
 
 class TxnState(enum.Enum):
@@ -64,8 +65,8 @@ class TransactionManager:
         self.client = client
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.retry_backoff = retry_backoff_ms / 1000
-        self.max_block = max_block_ms / 1000
+        self.retry_backoff_ms = retry_backoff_ms
+        self.max_block_ms = max_block_ms
         self.producer_id = -1
         self.producer_epoch = -1
         self.sequences: dict[TopicPartition, int] = {}
@@ -73,7 +74,6 @@ class TransactionManager:
         self.error: BaseException | None = None
         self.partitions: set[TopicPartition] = set()  # in the current transaction
         self.offsets_added = False
-        self.coordinator: int | None = None
         self.needs_bump = False  # a batch holding sequence numbers failed: epoch must change
         self.new_id_needed = False  # the broker refused a locally bumped epoch
         self._init_lock = asyncio.Lock()
@@ -279,51 +279,28 @@ class TransactionManager:
     async def _coordinator_request(
         self, req: Any, error_of: Any, *, key: str | None = None, key_type: int = 1
     ) -> Any:
-        """Send to the transaction (or group) coordinator, retrying retriable errors."""
-        deadline = time.monotonic() + self.max_block
-        txn_key = key is None
-        key = self.transactional_id if key is None else key
-        group_node: int | None = None
-        while True:
-            try:
-                if key is None:  # idempotent only: any broker answers InitProducerId
-                    node = self.client.least_loaded_node()
-                elif txn_key:
-                    if self.coordinator is None:
-                        self.coordinator = await self.client.find_coordinator(key, key_type=1)
-                    node = self.coordinator
-                else:
-                    if group_node is None:
-                        group_node = await self.client.find_coordinator(key, key_type=key_type)
-                    node = group_node
-                resp = await self.client.send(node, req, group="coordinator")
-                code = error_of(resp)
-            except Errors.KafkaError as exc:
-                # a request that timed out closed its connection: like a disconnect, it is
-                # retried at a coordinator looked up again (as the Java TransactionManager does)
-                again = exc.retriable or isinstance(exc, Errors.KafkaTimeoutError)
-                if not again or time.monotonic() + self.retry_backoff > deadline:
-                    raise
-                self.coordinator = None
-                group_node = None
-                await asyncio.sleep(self.retry_backoff)
-                continue
-            if not code:
-                return resp
+        """Send to the transaction (or group) coordinator, retrying retriable errors until
+        ``max_block_ms``; a fatal or abortable error is recorded (:meth:`set_error`) and raised."""
+        if key is None:
+            key = self.transactional_id  # None: idempotent only, any broker answers
+        name = type(req).__name__
+
+        def failure(code: int) -> BaseException:
             err_cls = Errors.for_code(code)
             if err_cls is Errors.InvalidProducerEpoch:  # fenced by a newer producer (as aiokafka)
                 err_cls = Errors.ProducerFenced
-            if code in _COORDINATOR_MOVED:
-                if txn_key:
-                    self.coordinator = None
-                else:
-                    group_node = None
-            if err_cls.retriable or code in _COORDINATOR_MOVED or code == 51:
-                if time.monotonic() + self.retry_backoff > deadline:
-                    raise err_cls(f"{type(req).__name__} still failing after retries")
-                # CONCURRENT_TRANSACTIONS clears quickly: a short pause is enough
-                await asyncio.sleep(0.02 if code == 51 else self.retry_backoff)
-                continue
-            failure = err_cls(f"{type(req).__name__} failed")
-            self.set_error(failure)
-            raise failure
+            exc = err_cls(f"{name} failed")
+            self.set_error(exc)
+            return exc
+
+        return await coordinator_call(
+            self.client,
+            key,
+            key_type,
+            req,
+            error_of,
+            timeout_ms=self.max_block_ms,
+            backoff_ms=self.retry_backoff_ms,
+            what=name,
+            failure=failure,
+        )
