@@ -45,10 +45,13 @@ PYTHONS ?= 3.10 3.11 3.12 3.13
 pythons:
 	.ci/pythons $(PYTHONS)
 
+# the import contracts (DESIGN.md's layer table) are [tool.importlinter] in pyproject.toml
+LINT_IMPORTS ?= $(dir $(PY))lint-imports
 lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy aiokafka_lite
+	$(LINT_IMPORTS) --no-cache
 
 bench:
 	$(PY) -m benchmarks

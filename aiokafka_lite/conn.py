@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import errors as Errors
+from ._sasl import SaslSettings, authenticate, exchange, prepare
 from .hooks import HookSet, emit
 from .protocol import decode_response, encode_request
 from .protocol import messages as m
@@ -259,10 +260,8 @@ class BrokerConnection:
         try:
             await self._negotiate_versions(deadline)
             if self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-                from ._sasl import authenticate
-
                 auth_start = loop.time()
-                lifetime_ms = await authenticate(self, deadline)
+                lifetime_ms = await authenticate(self._sasl_settings(), self._sasl_send, deadline)
         except BaseException as exc:
             self.close(exc if isinstance(exc, Errors.KafkaError) else None)
             raise
@@ -739,6 +738,17 @@ class BrokerConnection:
 
     # -------------------------------------------------------- re-authentication
 
+    def _sasl_settings(self) -> SaslSettings:
+        return SaslSettings(
+            host=self.host,
+            mechanism=self.sasl_mechanism,
+            plain_username=self.sasl_plain_username,
+            plain_password=self.sasl_plain_password,
+            oauth_token_provider=self.sasl_oauth_token_provider,
+            kerberos_service_name=self.sasl_kerberos_service_name,
+            kerberos_domain_name=self.sasl_kerberos_domain_name,
+        )
+
     async def _sasl_send(self, request: Any, deadline: float) -> Any:
         """Send a SaslHandshake/SaslAuthenticate request now, past any hold (it takes an
         in-flight slot beyond ``max_in_flight`` if need be: it is the one request that must
@@ -785,19 +795,17 @@ class BrokerConnection:
         as usual: the broker answers in order, and reads our SaslHandshake after them. A failure
         closes the connection with that error (the client reconnects, and a refused credential
         then surfaces as on any connect)."""
-        from ._sasl import exchange, prepare
-
         loop = self._loop
         assert loop is not None
         deadline = loop.time() + self.request_timeout_ms / 1000
         try:
-            ex = await prepare(self, deadline)
+            ex = await prepare(self._sasl_settings(), deadline)
             if self._closed:
                 return
             idle_since = self.last_activity  # re-authenticating is not activity (idle close)
             started = loop.time()
             self._held = []
-            lifetime_ms = await exchange(self, ex, deadline)
+            lifetime_ms = await exchange(self._sasl_send, ex, deadline)
         except Errors.KafkaError as exc:
             log.warning("re-authentication of %r failed: %s", self, exc)
             self.close(exc)

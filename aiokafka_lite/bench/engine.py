@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ._shared import PREFIX_ERROR, PREFIX_PROGRESS, PREFIX_RESULT
 from .admin import create_topic, delete_topic
 from .config import CLIENTS, CONSUME_APIS, HOOK_VARIANTS, PRODUCE_APIS, RunConfig
 from .progress import ProgressUI
 from .stats import RESULT_METRICS, median_or_none
-from .worker import PREFIX_ERROR, PREFIX_PROGRESS, PREFIX_RESULT
 
 __all__ = ["BenchOptions", "BenchError", "run_benchmark", "machine_info"]
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import errors as Errors
+from .._wire import ItemError
 from ..structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -62,25 +62,6 @@ COORDINATOR_MOVED = frozenset(
 COORDINATOR_LOADING = Errors.GroupLoadInProgressError.errno  # 14
 NOT_CONTROLLER = Errors.NotControllerError.errno  # 41
 _UNKNOWN_TOPIC = Errors.UnknownTopicOrPartitionError.errno  # 3
-
-
-@dataclass(frozen=True)
-class ItemError:
-    """A per-item error in a parsed response: the code and the broker's message (if any)."""
-
-    code: int
-    message: str | None = None
-
-    def exception(self, what: str) -> Errors.KafkaError:
-        """The :mod:`~aiokafka_lite.errors` exception for this code, naming ``what``."""
-        text = f"{what}: {self.message}" if self.message else what
-        return Errors.for_code(self.code)(text)
-
-    @property
-    def retriable(self) -> bool:
-        """True for codes worth retrying (retriable, or stale metadata)."""
-        cls = Errors.for_code(self.code)
-        return bool(cls.retriable or cls.invalid_metadata)
 
 
 def raise_item_errors(results: Mapping[Any, Any], what: str) -> None:

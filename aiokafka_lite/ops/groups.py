@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._wire import Coordinator, find_coordinator_request, parse_find_coordinator
 from ..protocol import decode_data
 from ..protocol import messages as m
 from ..structs import TopicPartition
@@ -36,34 +37,7 @@ __all__ = [
 ]
 
 
-# -------------------------------------------------------------------------- FindCoordinator
-
-
-@dataclass(frozen=True)
-class Coordinator:
-    """A FindCoordinator answer for one key (``error`` set when it failed)."""
-
-    node_id: int
-    host: str
-    port: int
-    error: ItemError | None = None
-
-
-def find_coordinator_request(key: str, key_type: int = 0) -> Any:
-    """FindCoordinator for a group (``key_type`` 0) or transactional id (1)."""
-    # Both shapes are filled; the codec writes the one the negotiated version has.
-    return m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
-
-
-def parse_find_coordinator(resp: Any, key: str) -> Coordinator:
-    """The coordinator of ``key`` from a v0-v3 or batched v4+ answer."""
-    if resp.coordinators:
-        c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
-        code, msg, nid, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
-    else:
-        code, msg = resp.error_code, resp.error_message
-        nid, host, port = resp.node_id, resp.host, resp.port
-    return Coordinator(int(nid), host, int(port), ItemError(code, msg) if code else None)
+# FindCoordinator: Coordinator, find_coordinator_request, parse_find_coordinator (in _wire)
 
 
 # ---------------------------------------------------------------------------- DescribeGroups
