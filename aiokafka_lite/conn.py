@@ -1,10 +1,11 @@
-"""One asyncio stream to one Kafka broker: framing, pipelining, deadlines.
+"""One asyncio stream to one Kafka broker: the I/O shell around a sans-I/O session.
 
-:class:`BrokerConnection` owns a TCP (optionally TLS) stream. Requests are written as soon as
-they are sent (pipelined, up to ``max_in_flight`` awaiting a response). The stream's protocol
-object splits the bytes into frames as they arrive, in ``data_received`` itself (no reader task:
-one event-loop turn less per response), decodes each and resolves the future registered under
-its correlation id.
+:class:`BrokerConnection` owns a TCP (optionally TLS) stream; the framing, the correlation ids
+and the table of requests awaiting an answer are its :class:`~aiokafka_lite.protocol.session.
+Session` (no I/O). Requests are written as soon as they are sent (pipelined, up to
+``max_in_flight`` awaiting a response). The stream's protocol object hands the bytes to the
+session as they arrive, in ``data_received`` itself (no reader task: one event-loop turn less
+per response), and each complete answer resolves the future registered under its correlation id.
 
 Invariants (the ones a reader of this file needs to trust it):
 
@@ -19,7 +20,7 @@ Invariants (the ones a reader of this file needs to trust it):
   ``min(client max, broker max)``; code above never sees a version number.
 * Re-authentication (KIP-368) happens here, invisibly to code above: when the broker grants a
   session lifetime (SaslAuthenticate v1+), a timer re-runs the SASL exchange on the same stream
-  before the session ends (see :meth:`BrokerConnection._reauthenticate`). Requests issued
+  before the session ends (:mod:`aiokafka_lite._reauth`). Requests issued
   while SaslHandshake/SaslAuthenticate are on the wire are held, in order, and written right
   after them; requests already in flight are answered normally (the broker answers in order).
 """
@@ -28,18 +29,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import ssl
-import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from . import errors as Errors
-from ._sasl import SaslSettings, authenticate, exchange, prepare
+from ._reauth import Reauthenticator
+from ._sasl import SaslSettings, authenticate
 from .hooks import HookSet, emit
-from .protocol import decode_response, encode_request
 from .protocol import messages as m
+from .protocol.session import Session
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -49,13 +49,10 @@ log = logging.getLogger(__name__)
 CLIENT_SOFTWARE_NAME = "aiokafka-lite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-_I32 = struct.Struct(">i")
 #: frames below this size written in the same loop iteration are joined into one write()
 _COALESCE_LIMIT = 16 * 1024
 _UNSUPPORTED_VERSION = 35
 _API_VERSIONS_KEY = 18
-# error_code int16 35 right after the 4-byte correlation id of an ApiVersions response
-_API_VERSIONS_UNSUPPORTED = b"\x00\x23"
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
 
@@ -148,13 +145,7 @@ class BrokerConnection:
         self.sasl_oauth_token_provider = sasl_oauth_token_provider
         self.sasl_kerberos_service_name = sasl_kerberos_service_name
         self.sasl_kerberos_domain_name = sasl_kerberos_domain_name
-        #: requests issued while a re-authentication exchange is on the wire, in order:
-        #: (request, class, version, waiter or None for expect_response=False, deadline)
-        self._held: list[tuple[Any, Any, int, Any, float]] | None = None
-        self._reauth_handle: asyncio.TimerHandle | None = None
-        self._reauth_task: asyncio.Task[None] | None = None
-        #: completed re-authentications (KIP-368) of this connection
-        self.reauthentications = 0
+        self._reauth = Reauthenticator(self)
         self._on_close = on_close
         # hook tuples (see hooks.py): each call site is one truth test when none is registered
         self._h_connect = hooks.on_connect if hooks is not None else ()
@@ -168,7 +159,10 @@ class BrokerConnection:
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: Any = None
-        self._rbuf = bytearray()  # the start of a frame not yet complete
+        # the sans-I/O half: framing, correlation ids, and the pending table, which maps a
+        # correlation id -> (future, request class, version, deadline timer)
+        self._session = Session(client_id, max_response_size, f"{host}:{port}")
+        self._pending: dict[int, tuple[Any, Any, int, asyncio.TimerHandle]] = self._session.pending
         self._write_paused = False  # the transport's buffer is over its high-water mark
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._lost: asyncio.Future[None] | None = None  # resolved when the transport is gone
@@ -176,11 +170,8 @@ class BrokerConnection:
         self._wqueue: list[bytes | bytearray] = []  # small frames waiting for _flush
         self._flush_scheduled = False
         self._idle_handle: asyncio.TimerHandle | None = None
-        # correlation id -> (future, request class, version, deadline timer)
-        self._pending: dict[int, tuple[asyncio.Future[Any], Any, int, asyncio.TimerHandle]] = {}
         self._slots = 0  # requests holding an in-flight slot (sent or being sent)
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
-        self._next_corr = 0
         self._versions: dict[type, int] = {}
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._connected = False
@@ -205,6 +196,11 @@ class BrokerConnection:
     def closed(self) -> bool:
         """True after :meth:`close` (or a failure that closed the stream)."""
         return self._closed
+
+    @property
+    def reauthentications(self) -> int:
+        """Completed re-authentications (KIP-368) of this connection."""
+        return self._reauth.count
 
     @property
     def in_flight(self) -> int:
@@ -267,7 +263,7 @@ class BrokerConnection:
             raise
         self._connected = True
         self._schedule_idle_check()
-        self._schedule_reauth(lifetime_ms, auth_start)
+        self._reauth.schedule(lifetime_ms, auth_start)
 
     def _fail_connect(self) -> None:
         self._closed = True
@@ -277,6 +273,10 @@ class BrokerConnection:
     def _remaining_ms(self, deadline: float) -> float:
         assert self._loop is not None
         return max((deadline - self._loop.time()) * 1000, 1.0)
+
+    def _loop_time(self) -> float:
+        assert self._loop is not None
+        return self._loop.time()
 
     async def _negotiate_versions(self, deadline: float) -> None:
         req_cls = m.ApiVersionsRequest
@@ -342,16 +342,8 @@ class BrokerConnection:
             (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         )
 
-        if not expect_response:
-            if self._held is not None:  # re-authenticating: written right after it
-                self._held.append((request, cls, version, None, deadline))
-                return None
-            corr = self._next_corr
-            self._next_corr = (corr + 1) & 0x7FFFFFFF
-            frame = encode_request(request, version, corr, self.client_id)
-            self._write(frame)
-            if self._h_sent:
-                emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
+        if not expect_response:  # no slot, nothing registered: written (or held) now
+            self._issue(request, cls, version, None, deadline)
             if self._transport.get_write_buffer_size() > self._high_water:
                 await self._drain(deadline)
             return None
@@ -410,28 +402,30 @@ class BrokerConnection:
         return True
 
     def _issue(self, request: Any, cls: Any, version: int, waiter: Any, deadline: float) -> None:
-        """Encode ``request`` under the next correlation id, register ``waiter`` (a future, or
-        a :class:`_Callback`) for its answer, due by ``deadline``, and write it. The caller
-        holds an in-flight slot; nothing is registered when encoding fails. While a
-        re-authentication is on the wire the request is held instead (:meth:`_release_held`
-        issues it, in order, right after)."""
-        if self._held is not None:
-            self._held.append((request, cls, version, waiter, deadline))
+        """The ONE way a request goes out: encode ``request`` under the next correlation id,
+        register ``waiter`` (a future, or a :class:`_Callback`) for its answer, due by
+        ``deadline``, and write it. The caller holds an in-flight slot; nothing is registered
+        when encoding fails. ``waiter`` None (``expect_response=False``, acks=0 Produce): no
+        slot, nothing registered. While a re-authentication is on the wire the request is
+        held instead (:mod:`aiokafka_lite._reauth` issues it, in order, right after)."""
+        held = self._reauth.held
+        if held is not None:
+            held.append((request, cls, version, waiter, deadline))
             return
-        corr = self._next_corr
-        frame = encode_request(request, version, corr, self.client_id)
-        self._next_corr = (corr + 1) & 0x7FFFFFFF
-        timer = self._loop.call_at(deadline, self._expire, corr)  # type: ignore[union-attr]
-        self._pending[corr] = (waiter, cls, version, timer)
+        corr, frame = self._session.frame(request, version)
+        if waiter is not None:
+            timer = self._loop.call_at(deadline, self._expire, corr)  # type: ignore[union-attr]
+            self._pending[corr] = (waiter, cls, version, timer)
         self._write(frame)
         if self._observe:
-            self._observe_request(cls, corr, len(frame))
+            self._observe_request(cls, corr, len(frame), waiter is not None)
 
-    def _observe_request(self, cls: Any, corr: int, size: int) -> None:
-        """Hooks: the request was written (its answer is reported by :meth:`_answered`)."""
+    def _observe_request(self, cls: Any, corr: int, size: int, answered: bool) -> None:
+        """Hooks: the request was written (its answer, if ``answered``, is reported by
+        :meth:`_answered`)."""
         if self._h_sent:
             emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), size)
-        if self._h_response:
+        if self._h_response and answered:
             self._sent_at[corr] = self._loop.time()  # type: ignore[union-attr]
 
     def _answered(
@@ -537,65 +531,27 @@ class BrokerConnection:
     # ------------------------------------------------------------------ read
 
     def _data_received(self, data: bytes) -> None:
-        """Split the stream into frames and handle each complete one, as the bytes arrive."""
-        buf = self._rbuf
-        if buf:
-            buf += data
-            view: bytes | bytearray = buf
-        else:
-            view = data
-        end = len(view)
-        pos = 0
-        unpack = _I32.unpack_from
-        max_size = self.max_response_size
+        """Hand the bytes to the session and complete each request it finds answered."""
         try:
-            while end - pos >= 4:
-                (size,) = unpack(view, pos)
-                if size < 4 or size > max_size:
-                    raise Errors.KafkaProtocolError(
-                        f"response frame size {size} from {self.host}:{self.port} is outside "
-                        f"4..{max_size} (max_response_size)"
-                    )
-                stop = pos + 4 + size
-                if stop > end:
-                    break
-                payload = (
-                    view[pos + 4 : stop] if view is data else bytes(memoryview(buf)[pos + 4 : stop])
-                )
-                pos = stop
+            for payload in self._session.frames(data):
                 self._frame(payload)
                 if self._closed:
                     return
         except Errors.KafkaError as exc:
             self._fail_head(exc)
             self.close(exc)
-            return
-        if view is data:
-            if pos < end:
-                buf += data[pos:] if pos else data
-        elif pos:
-            del buf[:pos]
 
     def _frame(self, payload: bytes) -> None:
         """One complete response frame (after the size): resolve its request's future."""
-        (corr,) = _I32.unpack_from(payload)
-        entry = self._pending.pop(corr, None)
-        if entry is None:
-            raise Errors.CorrelationIdError(
-                f"response from {self.host}:{self.port} has correlation id {corr}, "
-                f"which matches no pending request"
-            )
-        fut, cls, version, timer = entry
+        corr, (fut, cls, version, timer) = self._session.answered(payload)
         timer.cancel()
         self._release_slot()
         if fut.done():  # the caller gave up (cancelled); the stream stays in sync
             if self._h_response:
                 self._answered(corr, cls, fut, None)
             return
-        if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
-            version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
         try:
-            resp = decode_response(cls, version, payload)
+            resp = self._session.decode(cls, version, payload)
         except Exception as exc:  # a codec bug must fail this request, not the stream
             err = (
                 exc
@@ -616,7 +572,7 @@ class BrokerConnection:
         if self._closed:
             return
         if exc is None:
-            partial = len(self._rbuf)
+            partial = self._session.buffered
             self.close(
                 Errors.KafkaConnectionError(
                     f"connection to {self.host}:{self.port} closed by the broker"
@@ -687,7 +643,8 @@ class BrokerConnection:
         self._closed = True
         self._connected = False
         self.close_reason = reason
-        pending, self._pending = self._pending, {}
+        pending = self._session.reset()
+        self._pending = self._session.pending
         self._slots = 0
         for corr, (fut, cls, _v, timer) in pending.items():
             timer.cancel()
@@ -699,16 +656,7 @@ class BrokerConnection:
         for w in waiters:
             if not w.done():
                 w.set_exception(self._closed_error())
-        held, self._held = self._held, None
-        for _req, _cls, _v, waiter, _deadline in held or ():
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(self._closed_error())
-        if self._reauth_handle is not None:
-            self._reauth_handle.cancel()
-            self._reauth_handle = None
-        task, self._reauth_task = self._reauth_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        self._reauth.close()
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -717,7 +665,6 @@ class BrokerConnection:
             if not w.done():
                 w.set_exception(self._closed_error())
         self._wqueue.clear()
-        self._rbuf = bytearray()
         if self._transport is not None:
             try:
                 self._transport.close()
@@ -757,7 +704,8 @@ class BrokerConnection:
             raise self._closed_error()
         cls = type(request)
         fut: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
-        held, self._held = self._held, None
+        reauth = self._reauth
+        held, reauth.held = reauth.held, None
         self._slots += 1
         try:
             self._issue(request, cls, self.version_for(cls), fut, deadline)
@@ -765,90 +713,8 @@ class BrokerConnection:
             self._release_slot()
             raise
         finally:
-            self._held = held
+            reauth.held = held
         return await fut
-
-    def _schedule_reauth(self, lifetime_ms: int, auth_start: float) -> None:
-        """Re-authenticate before a session of ``lifetime_ms`` (granted by an exchange that
-        began at ``auth_start``) ends: at a random point between 85% and 95% of it, as the Java
-        client, and at least 1 s before its end (a long poll written just before may hold the
-        broker's reading of our next request that long), but no sooner than 1 s after the
-        exchange began (the broker refuses re-authentications less than 1 s apart)."""
-        if lifetime_ms <= 0 or self._closed:
-            return
-        lifetime = lifetime_ms / 1000
-        delay = lifetime * random.uniform(0.85, 0.95)
-        delay = max(min(delay, lifetime - 1.0), min(lifetime * 0.5, delay), 1.0)
-        assert self._loop is not None
-        self._reauth_handle = self._loop.call_at(auth_start + delay, self._start_reauth)
-
-    def _start_reauth(self) -> None:
-        self._reauth_handle = None
-        if not self._closed:
-            self._reauth_task = self._loop.create_task(self._reauthenticate())  # type: ignore[union-attr]
-
-    async def _reauthenticate(self) -> None:
-        """KIP-368 on this stream. The mechanism's preparation (a fresh token from the
-        provider) runs while traffic goes on; then requests issued from here on are held (in
-        order, with their in-flight slots and deadlines) while SaslHandshake and SaslAuthenticate
-        go out, and written right after the last answer. Requests in flight before are answered
-        as usual: the broker answers in order, and reads our SaslHandshake after them. A failure
-        closes the connection with that error (the client reconnects, and a refused credential
-        then surfaces as on any connect)."""
-        loop = self._loop
-        assert loop is not None
-        deadline = loop.time() + self.request_timeout_ms / 1000
-        try:
-            ex = await prepare(self._sasl_settings(), deadline)
-            if self._closed:
-                return
-            idle_since = self.last_activity  # re-authenticating is not activity (idle close)
-            started = loop.time()
-            self._held = []
-            lifetime_ms = await exchange(self._sasl_send, ex, deadline)
-        except Errors.KafkaError as exc:
-            log.warning("re-authentication of %r failed: %s", self, exc)
-            self.close(exc)
-            return
-        except Exception as exc:  # a bug; never leave the stream half re-authenticated
-            log.exception("re-authentication of %r failed", self)
-            self.close(Errors.KafkaConnectionError(f"re-authentication failed: {exc!r}"))
-            return
-        finally:
-            if self._reauth_task is asyncio.current_task():
-                self._reauth_task = None
-        if self.closed:  # closed while the last answer was being handed to us
-            return
-        self.last_activity = idle_since
-        self.reauthentications += 1
-        log.debug("re-authenticated %r in %.1f ms", self, (loop.time() - started) * 1000)
-        self._release_held()
-        self._schedule_reauth(lifetime_ms, started)
-
-    def _release_held(self) -> None:
-        """Issue the requests held during a re-authentication, in the order they were made."""
-        held, self._held = self._held, None
-        for request, cls, version, waiter, deadline in held or ():
-            if self._closed:
-                if waiter is not None and not waiter.done():
-                    waiter.set_exception(self._closed_error())
-                continue
-            if waiter is None:  # expect_response=False
-                corr = self._next_corr
-                self._next_corr = (corr + 1) & 0x7FFFFFFF
-                frame = encode_request(request, version, corr, self.client_id)
-                self._write(frame)
-                if self._h_sent:
-                    emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
-                continue
-            if waiter.done():  # its caller stopped waiting (cancelled)
-                self._release_slot()
-                continue
-            try:
-                self._issue(request, cls, version, waiter, deadline)
-            except Exception as exc:  # it could not be encoded: that request fails alone
-                self._release_slot()
-                waiter.set_exception(exc)
 
     # ------------------------------------------------------------------ idle
 
