@@ -4,7 +4,7 @@
 never imports: it is handed the connection as a :class:`Shell`). After each login with a session
 lifetime, :meth:`Reauthenticator.schedule` sets a timer (85-95% of the lifetime, at least 1 s
 before its end); when it fires, the mechanism's preparation (a fresh token, a new Kerberos
-context) runs while traffic goes on, then :attr:`Reauthenticator.held` becomes a list and every
+context) runs while traffic goes on, then the connection's ``_held`` becomes a list and every
 request the connection issues is appended to it (with its waiter and deadline) while
 SaslHandshake and SaslAuthenticate go out past the hold; after the last answer the held requests
 are issued in order and the next timer is set. Requests in flight before are answered as usual:
@@ -35,6 +35,7 @@ class Shell(Protocol):
 
     request_timeout_ms: int
     last_activity: float
+    _held: list[Held] | None
 
     @property
     def closed(self) -> bool: ...
@@ -59,12 +60,10 @@ class Shell(Protocol):
 class Reauthenticator:
     """The re-authentication timer, task and hold of one connection."""
 
-    __slots__ = ("_conn", "held", "count", "_handle", "_task")
+    __slots__ = ("_conn", "count", "_handle", "_task")
 
     def __init__(self, conn: Shell) -> None:
         self._conn = conn
-        #: requests issued while a re-authentication exchange is on the wire, in order
-        self.held: list[Held] | None = None
         #: completed re-authentications
         self.count = 0
         self._handle: asyncio.TimerHandle | None = None
@@ -99,7 +98,7 @@ class Reauthenticator:
                 return
             idle_since = conn.last_activity  # re-authenticating is not activity (idle close)
             started = conn._loop_time()
-            self.held = []
+            conn._held = []
             lifetime_ms = await exchange(conn._sasl_send, ex, deadline)
         except Errors.KafkaError as exc:
             log.warning("re-authentication of %r failed: %s", conn, exc)
@@ -123,7 +122,7 @@ class Reauthenticator:
     def _release(self) -> None:
         """Issue the requests held during the exchange, in the order they were made."""
         conn = self._conn
-        held, self.held = self.held, None
+        held, conn._held = conn._held, None
         for request, cls, version, waiter, deadline in held or ():
             if conn.closed:
                 if waiter is not None and not waiter.done():
@@ -143,10 +142,11 @@ class Reauthenticator:
 
     def close(self) -> None:
         """The connection closed: fail the held requests, stop the timer and the task."""
-        held, self.held = self.held, None
+        conn = self._conn
+        held, conn._held = conn._held, None
         for _req, _cls, _v, waiter, _deadline in held or ():
             if waiter is not None and not waiter.done():
-                waiter.set_exception(self._conn._closed_error())
+                waiter.set_exception(conn._closed_error())
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None

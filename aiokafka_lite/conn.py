@@ -35,11 +35,11 @@ from collections.abc import Callable
 from typing import Any
 
 from . import errors as Errors
-from ._reauth import Reauthenticator
+from ._reauth import Held, Reauthenticator
 from ._sasl import SaslSettings, authenticate
 from .hooks import HookSet, emit
 from .protocol import messages as m
-from .protocol.session import Session
+from .protocol.session import Session, decode_answer
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -145,6 +145,9 @@ class BrokerConnection:
         self.sasl_oauth_token_provider = sasl_oauth_token_provider
         self.sasl_kerberos_service_name = sasl_kerberos_service_name
         self.sasl_kerberos_domain_name = sasl_kerberos_domain_name
+        #: requests issued while a re-authentication exchange is on the wire, in order (a
+        #: list only then; :mod:`aiokafka_lite._reauth` sets, fills from _issue and releases it)
+        self._held: list[Held] | None = None
         self._reauth = Reauthenticator(self)
         self._on_close = on_close
         # hook tuples (see hooks.py): each call site is one truth test when none is registered
@@ -408,9 +411,8 @@ class BrokerConnection:
         when encoding fails. ``waiter`` None (``expect_response=False``, acks=0 Produce): no
         slot, nothing registered. While a re-authentication is on the wire the request is
         held instead (:mod:`aiokafka_lite._reauth` issues it, in order, right after)."""
-        held = self._reauth.held
-        if held is not None:
-            held.append((request, cls, version, waiter, deadline))
+        if self._held is not None:
+            self._held.append((request, cls, version, waiter, deadline))
             return
         corr, frame = self._session.frame(request, version)
         if waiter is not None:
@@ -533,17 +535,17 @@ class BrokerConnection:
     def _data_received(self, data: bytes) -> None:
         """Hand the bytes to the session and complete each request it finds answered."""
         try:
-            for payload in self._session.frames(data):
-                self._frame(payload)
+            for corr, entry, payload in self._session.responses(data):
+                self._frame(corr, entry, payload)
                 if self._closed:
                     return
         except Errors.KafkaError as exc:
             self._fail_head(exc)
             self.close(exc)
 
-    def _frame(self, payload: bytes) -> None:
+    def _frame(self, corr: int, entry: Any, payload: bytes) -> None:
         """One complete response frame (after the size): resolve its request's future."""
-        corr, (fut, cls, version, timer) = self._session.answered(payload)
+        fut, cls, version, timer = entry
         timer.cancel()
         self._release_slot()
         if fut.done():  # the caller gave up (cancelled); the stream stays in sync
@@ -551,7 +553,7 @@ class BrokerConnection:
                 self._answered(corr, cls, fut, None)
             return
         try:
-            resp = self._session.decode(cls, version, payload)
+            resp = decode_answer(cls, version, payload)
         except Exception as exc:  # a codec bug must fail this request, not the stream
             err = (
                 exc
@@ -704,8 +706,7 @@ class BrokerConnection:
             raise self._closed_error()
         cls = type(request)
         fut: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
-        reauth = self._reauth
-        held, reauth.held = reauth.held, None
+        held, self._held = self._held, None
         self._slots += 1
         try:
             self._issue(request, cls, self.version_for(cls), fut, deadline)
@@ -713,7 +714,7 @@ class BrokerConnection:
             self._release_slot()
             raise
         finally:
-            reauth.held = held
+            self._held = held
         return await fut
 
     # ------------------------------------------------------------------ idle

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import CorrelationIdError, KafkaProtocolError
 from .frames import decode_response, encode_request
 
-__all__ = ["Session"]
+__all__ = ["Session", "decode_answer"]
 
 _I32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
@@ -54,11 +54,13 @@ class Session:
         self._next_corr = (corr + 1) & 0x7FFFFFFF
         return corr, frame
 
-    def frames(self, data: bytes) -> Iterator[bytes]:
-        """The complete response payloads (after the size) in ``data`` and the bytes kept
-        from earlier calls; an incomplete tail is kept for the next call. A frame size outside
-        ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is read.
-        Stopping the iteration early drops what was not yet yielded (the stream is closing)."""
+    def responses(self, data: bytes) -> Iterator[tuple[int, Any, bytes]]:
+        """``(correlation id, entry, payload)`` for each complete response frame in ``data``
+        and the bytes kept from earlier calls, its entry taken out of the pending table; an
+        incomplete tail is kept for the next call. A frame size outside
+        ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is read, and a
+        correlation id matching no pending request ``CorrelationIdError``. Stopping the
+        iteration early drops what was not yet yielded (the stream is closing)."""
         buf = self._rbuf
         if buf:
             buf += data
@@ -69,6 +71,7 @@ class Session:
         pos = 0
         unpack = _I32.unpack_from
         max_size = self.max_response_size
+        pending = self.pending
         while end - pos >= 4:
             (size,) = unpack(view, pos)
             if size < 4 or size > max_size:
@@ -83,35 +86,30 @@ class Session:
                 view[pos + 4 : stop] if view is data else bytes(memoryview(buf)[pos + 4 : stop])
             )
             pos = stop
-            yield payload
+            (corr,) = unpack(payload)
+            entry = pending.pop(corr, None)
+            if entry is None:
+                raise CorrelationIdError(
+                    f"response from {self.peer} has correlation id {corr}, "
+                    f"which matches no pending request"
+                )
+            yield corr, entry, payload
         if view is data:
             if pos < end:
                 buf += data[pos:] if pos else data
         elif pos:
             del buf[:pos]
 
-    def answered(self, payload: bytes) -> tuple[int, Any]:
-        """``(correlation id, entry)`` of the request ``payload`` answers, taken out of the
-        table; ``CorrelationIdError`` when it matches none."""
-        (corr,) = _I32.unpack_from(payload)
-        entry = self.pending.pop(corr, None)
-        if entry is None:
-            raise CorrelationIdError(
-                f"response from {self.peer} has correlation id {corr}, "
-                f"which matches no pending request"
-            )
-        return corr, entry
-
-    @staticmethod
-    def decode(cls: Any, version: int, payload: bytes) -> Any:
-        """The response of ``cls`` at ``version`` in ``payload`` (an ApiVersions refusal of
-        the version always comes in the v0 body)."""
-        if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
-            version = 0
-        return decode_response(cls, version, payload)
-
     def reset(self) -> dict[int, Any]:
         """Forget the stream (it closed): the pending entries, handed back, and the buffer."""
         pending, self.pending = self.pending, {}
         self._rbuf = bytearray()
         return pending
+
+
+def decode_answer(cls: Any, version: int, payload: bytes) -> Any:
+    """The response of ``cls`` at ``version`` in ``payload`` (an ApiVersions refusal of the
+    version always comes in the v0 body)."""
+    if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
+        version = 0
+    return decode_response(cls, version, payload)
