@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .. import errors as Errors
-from ..client import KafkaClient
+from .._settings import ClientSettings
 from ..ops import ItemError, raise_item_errors
 from ..ops import acls as acl_ops
 from ..ops import configs as config_ops
@@ -81,7 +81,7 @@ class AIOKafkaAdminClient:
                 stacklevel=2,
             )
         self._request_timeout_ms = request_timeout_ms
-        self._client = KafkaClient(
+        self._settings = ClientSettings(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
@@ -98,6 +98,7 @@ class AIOKafkaAdminClient:
             sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             allow_auto_topic_creation=False,  # looking at a topic must never create it
         )
+        self._client = self._settings.new_client()
         self._started = False
         self._closed = False
 
