@@ -30,7 +30,7 @@ install:
 # Apache Kafka's broker jars (4.x and 3.9) and the Java-client test oracle, through Maven.
 # Skipped with a message where Java >= 17 or Maven is missing (the apache tests then skip too).
 jars:
-	$(PY) -m aiokafka_lite._apache fetch
+	$(PY) -m aiokafka_lite.launchers.apache fetch
 	$(PY) -m tests.java_oracle build
 
 # Tests run in parallel workers, one group of tests per broker (conftest's xdist groups), so

@@ -303,7 +303,7 @@ def _broker(opts: BenchOptions) -> Iterator[tuple[str, str]]:
     if opts.bootstrap:
         yield opts.bootstrap, opts.broker_label
         return
-    from aiokafka_lite._embedded import EmbeddedBroker, EmbeddedBrokerError
+    from aiokafka_lite.launchers.embedded import EmbeddedBroker, EmbeddedBrokerError
 
     try:
         broker = EmbeddedBroker(opts.broker_kind).start()
@@ -380,7 +380,7 @@ def run_benchmark(opts: BenchOptions, ui: ProgressUI) -> dict[str, Any]:
 
 
 def _check_reachable(bootstrap: str) -> None:
-    from aiokafka_lite._embedded import probe_api_versions
+    from aiokafka_lite.launchers.embedded import probe_api_versions
 
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")

@@ -175,7 +175,7 @@ def _broker(args: argparse.Namespace) -> Iterator[str]:
         args.broker_label = "external"
         yield bootstrap
         return
-    from .._embedded import EmbeddedBroker
+    from ..launchers.embedded import EmbeddedBroker
 
     args.broker_label = f"embedded {args.broker}"
     with EmbeddedBroker(args.broker) as b:
