@@ -35,6 +35,7 @@ class Shell(Protocol):
 
     request_timeout_ms: int
     last_activity: float
+    sasl: SaslSettings
     _held: list[Held] | None
 
     @property
@@ -43,8 +44,6 @@ class Shell(Protocol):
     def close(self, reason: BaseException | None = None) -> None: ...
 
     def _loop_time(self) -> float: ...
-
-    def _sasl_settings(self) -> SaslSettings: ...
 
     async def _sasl_send(self, request: Any, deadline: float) -> Any: ...
 
@@ -93,7 +92,7 @@ class Reauthenticator:
         conn = self._conn
         deadline = conn._loop_time() + conn.request_timeout_ms / 1000
         try:
-            ex = await prepare(conn._sasl_settings(), deadline)
+            ex = await prepare(conn.sasl, deadline)
             if conn.closed:
                 return
             idle_since = conn.last_activity  # re-authenticating is not activity (idle close)

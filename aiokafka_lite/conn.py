@@ -37,9 +37,10 @@ from typing import Any
 from . import errors as Errors
 from ._reauth import Held, Reauthenticator
 from ._sasl import SaslSettings, authenticate
+from ._transport import Callback, FlowControl, Stream
 from .hooks import HookSet, emit
 from .protocol import messages as m
-from .protocol.session import Session, decode_answer
+from .protocol.session import Session, api_name, decode_answer, pick_version
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -49,52 +50,13 @@ log = logging.getLogger(__name__)
 CLIENT_SOFTWARE_NAME = "aiokafka-lite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-#: frames below this size written in the same loop iteration are joined into one write()
-_COALESCE_LIMIT = 16 * 1024
 _UNSUPPORTED_VERSION = 35
 _API_VERSIONS_KEY = 18
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
 
 
-_API_NAMES: dict[Any, str] = {}
-
-
-def _api_name(request_class: Any) -> str:
-    """``ProduceRequest`` -> ``"Produce"`` (cached)."""
-    name = _API_NAMES.get(request_class)
-    if name is None:
-        name = request_class.__name__
-        if name.endswith("Request"):
-            name = name[:-7]
-        _API_NAMES[request_class] = name
-    return name
-
-
-def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
-    """``min(client max, broker max)`` for ``request_class``; both minimums must be met.
-
-    ``api_versions`` maps api key -> (broker min, broker max) as learnt from ApiVersions.
-    Raises ``UnsupportedVersionError`` with both ranges in the message otherwise.
-    """
-    key = request_class.API_KEY  # type: ignore[attr-defined]
-    cmin, cmax = request_class.MIN_VERSION, request_class.MAX_VERSION  # type: ignore[attr-defined]
-    rng = api_versions.get(key)
-    if rng is None:
-        raise Errors.UnsupportedVersionError(
-            f"{where} does not support {request_class.__name__} (api key {key})"
-        )
-    bmin, bmax = rng
-    version = min(cmax, bmax)
-    if version < cmin or version < bmin:
-        raise Errors.UnsupportedVersionError(
-            f"no common version for {request_class.__name__} (api key {key}): client supports "
-            f"v{cmin}-v{cmax}, {where} supports v{bmin}-v{bmax}"
-        )
-    return int(version)
-
-
-class BrokerConnection:
+class BrokerConnection(FlowControl):
     """A pipelined request/response connection to one broker.
 
     Create it, ``await connect()`` (TCP/TLS, ApiVersions, SASL), then ``await send(request)``
@@ -139,12 +101,16 @@ class BrokerConnection:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.security_protocol = security_protocol
         self.ssl_context = ssl_context
-        self.sasl_mechanism = sasl_mechanism
-        self.sasl_plain_username = sasl_plain_username
-        self.sasl_plain_password = sasl_plain_password
-        self.sasl_oauth_token_provider = sasl_oauth_token_provider
-        self.sasl_kerberos_service_name = sasl_kerberos_service_name
-        self.sasl_kerberos_domain_name = sasl_kerberos_domain_name
+        #: the SASL login's settings (_sasl.py, and _reauth.py when the session expires)
+        self.sasl = SaslSettings(
+            host=host,
+            mechanism=sasl_mechanism,
+            plain_username=sasl_plain_username,
+            plain_password=sasl_plain_password,
+            oauth_token_provider=sasl_oauth_token_provider,
+            kerberos_service_name=sasl_kerberos_service_name,
+            kerberos_domain_name=sasl_kerberos_domain_name,
+        )
         #: requests issued while a re-authentication exchange is on the wire, in order (a
         #: list only then; :mod:`aiokafka_lite._reauth` sets, fills from _issue and releases it)
         self._held: list[Held] | None = None
@@ -230,7 +196,7 @@ class BrokerConnection:
                 "server_hostname": self.host,
             }
         self._lost = loop.create_future()
-        opening = loop.create_connection(lambda: _Stream(self), self.host, self.port, **tls)
+        opening = loop.create_connection(lambda: Stream(self), self.host, self.port, **tls)
         try:
             transport, _proto = await asyncio.wait_for(opening, timeout)
         except asyncio.TimeoutError:
@@ -260,7 +226,7 @@ class BrokerConnection:
             await self._negotiate_versions(deadline)
             if self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 auth_start = loop.time()
-                lifetime_ms = await authenticate(self._sasl_settings(), self._sasl_send, deadline)
+                lifetime_ms = await authenticate(self.sasl, self._sasl_send, deadline)
         except BaseException as exc:
             self.close(exc if isinstance(exc, Errors.KafkaError) else None)
             raise
@@ -398,7 +364,7 @@ class BrokerConnection:
         ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
         self._slots += 1
         try:
-            self._issue(request, cls, version, _Callback(on_done), loop.time() + ms / 1000)
+            self._issue(request, cls, version, Callback(on_done), loop.time() + ms / 1000)
         except BaseException:
             self._release_slot()
             raise
@@ -406,7 +372,7 @@ class BrokerConnection:
 
     def _issue(self, request: Any, cls: Any, version: int, waiter: Any, deadline: float) -> None:
         """The ONE way a request goes out: encode ``request`` under the next correlation id,
-        register ``waiter`` (a future, or a :class:`_Callback`) for its answer, due by
+        register ``waiter`` (a future, or a :class:`~aiokafka_lite._transport.Callback`) for its answer, due by
         ``deadline``, and write it. The caller holds an in-flight slot; nothing is registered
         when encoding fails. ``waiter`` None (``expect_response=False``, acks=0 Produce): no
         slot, nothing registered. While a re-authentication is on the wire the request is
@@ -426,7 +392,7 @@ class BrokerConnection:
         """Hooks: the request was written (its answer, if ``answered``, is reported by
         :meth:`_answered`)."""
         if self._h_sent:
-            emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), size)
+            emit(self._h_sent, self.node_id, cls.API_KEY, api_name(cls), size)
         if self._h_response and answered:
             self._sent_at[corr] = self._loop.time()  # type: ignore[union-attr]
 
@@ -442,93 +408,7 @@ class BrokerConnection:
         if fut.cancelled():
             error = asyncio.CancelledError()
         latency = self._loop.time() - sent  # type: ignore[union-attr]
-        emit(self._h_response, self.node_id, cls.API_KEY, _api_name(cls), latency, error)
-
-    def _write(self, frame: bytes | bytearray) -> None:
-        """Write a frame. Small frames sent while others are in flight are queued and go out
-        together in one syscall at the end of the loop iteration; a lone request (the
-        request/response case, e.g. ``send_and_wait``) is written at once."""
-        self.last_activity = self._loop.time()  # type: ignore[union-attr]
-        if len(frame) >= _COALESCE_LIMIT or (self._slots <= 1 and not self._wqueue):
-            if self._wqueue:
-                self._flush()
-            self._transport.write(frame)
-            return
-        self._wqueue.append(frame)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        queue = self._wqueue
-        if not queue:
-            return
-        data = queue[0] if len(queue) == 1 else b"".join(queue)
-        queue.clear()
-        if not self._closed:
-            self._transport.write(data)
-
-    async def _drain(self, deadline: float) -> None:
-        """Wait until the transport's write buffer is below its low-water mark (bounded)."""
-        self._flush()
-        if self._closed:
-            raise self._closed_error()
-        if not self._write_paused:
-            return
-        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
-        self._drain_waiters.append(waiter)
-        try:
-            await asyncio.wait_for(
-                waiter,
-                max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
-            )
-        except asyncio.TimeoutError:
-            err = Errors.KafkaTimeoutError(
-                f"write to {self.host}:{self.port} blocked past the request deadline"
-            )
-            self.close(err)
-            raise err from None
-        finally:
-            if waiter in self._drain_waiters:
-                self._drain_waiters.remove(waiter)
-
-    async def _wait_slot(self, deadline: float) -> None:
-        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
-        self._slot_waiters.append(waiter)
-        try:
-            await asyncio.wait_for(
-                waiter,
-                max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
-            )
-        except asyncio.TimeoutError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release_slot()  # the slot was handed over just as the deadline hit
-            raise Errors.KafkaTimeoutError(
-                f"no in-flight slot on {self.host}:{self.port} before the request deadline "
-                f"({self.max_in_flight} requests in flight)"
-            ) from None
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release_slot()
-            raise
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-            try:
-                self._slot_waiters.remove(waiter)
-            except ValueError:
-                pass
-
-    def _release_slot(self) -> None:
-        """Give a freed in-flight slot to the oldest live waiter, else return it."""
-        waiters = self._slot_waiters
-        while waiters:
-            w = waiters.popleft()
-            if not w.done():
-                w.set_result(None)  # the slot moves to the waiter: _slots unchanged
-                return
-        self._slots -= 1
+        emit(self._h_response, self.node_id, cls.API_KEY, api_name(cls), latency, error)
 
     # ------------------------------------------------------------------ read
 
@@ -583,14 +463,6 @@ class BrokerConnection:
             )
         else:
             self.close(Errors.KafkaConnectionError(f"connection to {self.host}:{self.port}: {exc}"))
-
-    def _writing(self, paused: bool) -> None:
-        self._write_paused = paused
-        if not paused:
-            waiters, self._drain_waiters = self._drain_waiters, []
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
 
     def _fail_head(self, exc: BaseException) -> None:
         """Give a framing error to the oldest pending request (the one the bad frame answered).
@@ -687,17 +559,6 @@ class BrokerConnection:
 
     # -------------------------------------------------------- re-authentication
 
-    def _sasl_settings(self) -> SaslSettings:
-        return SaslSettings(
-            host=self.host,
-            mechanism=self.sasl_mechanism,
-            plain_username=self.sasl_plain_username,
-            plain_password=self.sasl_plain_password,
-            oauth_token_provider=self.sasl_oauth_token_provider,
-            kerberos_service_name=self.sasl_kerberos_service_name,
-            kerberos_domain_name=self.sasl_kerberos_domain_name,
-        )
-
     async def _sasl_send(self, request: Any, deadline: float) -> Any:
         """Send a SaslHandshake/SaslAuthenticate request now, past any hold (it takes an
         in-flight slot beyond ``max_in_flight`` if need be: it is the one request that must
@@ -716,84 +577,3 @@ class BrokerConnection:
         finally:
             self._held = held
         return await fut
-
-    # ------------------------------------------------------------------ idle
-
-    def _schedule_idle_check(self) -> None:
-        if not self.connections_max_idle_ms or self._closed:
-            return
-        assert self._loop is not None
-        self._idle_handle = self._loop.call_at(
-            self.last_activity + self.connections_max_idle_ms / 1000, self._idle_check
-        )
-
-    def _idle_check(self) -> None:
-        self._idle_handle = None
-        if self._closed:
-            return
-        assert self._loop is not None
-        if (
-            self._slots == 0
-            and not self._slot_waiters
-            and (
-                self._loop.time() - self.last_activity >= self.connections_max_idle_ms / 1000  # type: ignore[operator]
-            )
-        ):
-            log.debug("closing idle connection %r", self)
-            self.close(None)
-            return
-        if self._slots:
-            self.last_activity = max(self.last_activity, self._loop.time())
-        self._schedule_idle_check()
-
-
-class _Callback:
-    """Stands for the future of a :meth:`BrokerConnection.send_nowait` request: resolving it
-    calls the caller's function at once."""
-
-    __slots__ = ("_fn", "_done")
-
-    def __init__(self, fn: Callable[[Any, BaseException | None], None]) -> None:
-        self._fn = fn
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done
-
-    def cancelled(self) -> bool:
-        return False
-
-    def set_result(self, result: Any) -> None:
-        self._call(result, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._call(None, exc)
-
-    def _call(self, result: Any, exc: BaseException | None) -> None:
-        self._done = True
-        try:
-            self._fn(result, exc)
-        except Exception:  # never let a caller's bug break the stream or close()
-            log.exception("response callback %r failed", self._fn)
-
-
-class _Stream(asyncio.Protocol):
-    """The transport's protocol: hands every event straight to its :class:`BrokerConnection`."""
-
-    __slots__ = ("data_received", "_conn")
-
-    def __init__(self, conn: BrokerConnection) -> None:
-        self._conn = conn
-        self.data_received = conn._data_received  # type: ignore[method-assign]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._conn._connection_lost(exc)
-
-    def eof_received(self) -> bool | None:
-        return None  # the transport closes; connection_lost reports it
-
-    def pause_writing(self) -> None:
-        self._conn._writing(True)
-
-    def resume_writing(self) -> None:
-        self._conn._writing(False)

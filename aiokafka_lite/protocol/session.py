@@ -13,10 +13,10 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import CorrelationIdError, KafkaProtocolError
+from ..errors import CorrelationIdError, KafkaProtocolError, UnsupportedVersionError
 from .frames import decode_response, encode_request
 
-__all__ = ["Session", "decode_answer"]
+__all__ = ["Session", "api_name", "decode_answer", "pick_version"]
 
 _I32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
@@ -113,3 +113,40 @@ def decode_answer(cls: Any, version: int, payload: bytes) -> Any:
     if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
         version = 0
     return decode_response(cls, version, payload)
+
+
+_API_NAMES: dict[Any, str] = {}
+
+
+def api_name(request_class: Any) -> str:
+    """``ProduceRequest`` -> ``"Produce"`` (cached)."""
+    name = _API_NAMES.get(request_class)
+    if name is None:
+        name = request_class.__name__
+        if name.endswith("Request"):
+            name = name[:-7]
+        _API_NAMES[request_class] = name
+    return name
+
+
+def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
+    """``min(client max, broker max)`` for ``request_class``; both minimums must be met.
+
+    ``api_versions`` maps api key -> (broker min, broker max) as learnt from ApiVersions.
+    Raises ``UnsupportedVersionError`` with both ranges in the message otherwise.
+    """
+    key = request_class.API_KEY  # type: ignore[attr-defined]
+    cmin, cmax = request_class.MIN_VERSION, request_class.MAX_VERSION  # type: ignore[attr-defined]
+    rng = api_versions.get(key)
+    if rng is None:
+        raise UnsupportedVersionError(
+            f"{where} does not support {request_class.__name__} (api key {key})"
+        )
+    bmin, bmax = rng
+    version = min(cmax, bmax)
+    if version < cmin or version < bmin:
+        raise UnsupportedVersionError(
+            f"no common version for {request_class.__name__} (api key {key}): client supports "
+            f"v{cmin}-v{cmax}, {where} supports v{bmin}-v{bmax}"
+        )
+    return int(version)
