@@ -30,7 +30,7 @@ install:
 # Apache Kafka's broker jars (4.x and 3.9) and the Java-client test oracle, through Maven.
 # Skipped with a message where Java >= 17 or Maven is missing (the apache tests then skip too).
 jars:
-	$(PY) -m aiokafka_lite._apache fetch
+	$(PY) -m aiokafka_lite.launchers.apache fetch
 	$(PY) -m tests.java_oracle build
 
 # Tests run in parallel workers, in groups of tests that need the same broker (conftest's xdist
@@ -46,10 +46,13 @@ PYTHONS ?= 3.10 3.11 3.12 3.13
 pythons:
 	.ci/pythons $(PYTHONS)
 
+# the import contracts (DESIGN.md's layer table) are [tool.importlinter] in pyproject.toml
+LINT_IMPORTS ?= $(dir $(PY))lint-imports
 lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy aiokafka_lite
+	$(LINT_IMPORTS) --no-cache
 
 bench:
 	$(PY) -m benchmarks

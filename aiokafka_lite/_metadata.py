@@ -15,15 +15,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from . import errors as Errors
+from ._wire import metadata_request
 from .cluster import ClusterMetadata
-from .ops.topics import metadata_request
-
-if TYPE_CHECKING:
-    from .client import KafkaClient
 
 __all__ = ["MetadataRefresher"]
 
@@ -42,14 +39,19 @@ class MetadataRefresher:
 
     def __init__(
         self,
-        client: KafkaClient,
+        cluster: ClusterMetadata,
         *,
+        least_loaded_node: Callable[[], int],
+        send: Callable[[int, Any], Awaitable[Any]],
+        on_update: Callable[[], None],
         metadata_max_age_ms: int,
         retry_backoff_ms: int,
         allow_auto_topic_creation: bool,
     ) -> None:
-        self._client = client
-        self.cluster = client.cluster
+        self.cluster = cluster
+        self._least_loaded_node = least_loaded_node
+        self._send = send
+        self._on_update = on_update
         self.metadata_max_age_ms = metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.allow_auto_topic_creation = allow_auto_topic_creation
@@ -236,10 +238,9 @@ class MetadataRefresher:
             newer.add_done_callback(functools.partial(_chain, dst=fut))
 
     async def _refresh_once(self) -> bool:
-        client = self._client
-        node_id = client.least_loaded_node()
+        node_id = self._least_loaded_node()
         try:
-            resp = await client.send(node_id, self.request())
+            resp = await self._send(node_id, self.request())
         except asyncio.CancelledError:
             raise
         except Errors.KafkaError as exc:
@@ -256,7 +257,7 @@ class MetadataRefresher:
         except Exception:
             log.exception("cannot apply metadata answer from node %s", node_id)
             return False
-        client._after_metadata_update()
+        self._on_update()
         return True
 
 

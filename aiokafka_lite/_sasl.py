@@ -1,4 +1,4 @@
-"""SASL authentication for :class:`~aiokafka_lite.conn.BrokerConnection`.
+"""SASL authentication for :class:`~aiokafka_lite.conn.BrokerConnection` (which it never imports).
 
 Runs after ApiVersions: SaslHandshake (choose the mechanism) then one or more
 SaslAuthenticate round trips carrying the mechanism's tokens. Mechanisms: ``PLAIN``,
@@ -8,8 +8,9 @@ KIP-255) and ``GSSAPI`` (Kerberos V5, RFC 4752, through the ``gssapi`` package, 
 :func:`oauthbearer_client_response`, :class:`GssapiClient` given a GSS-API context);
 :func:`prepare` does the I/O a mechanism needs before the exchange (awaiting the token provider;
 for GSSAPI, acquiring credentials and the service ticket from the KDC in a worker thread) and
-:func:`exchange` runs the round trips through the connection, returning the session lifetime the broker granted (``session_lifetime_ms``,
-SaslAuthenticate v1+, 0 when the session does not expire).
+:func:`exchange` runs the round trips through a ``send`` callable the connection hands it,
+returning the session lifetime the broker granted (``session_lifetime_ms``, SaslAuthenticate
+v1+, 0 when the session does not expire). The settings come as one :class:`SaslSettings`.
 
 The same two steps re-authenticate an open connection (KIP-368): the connection calls
 :func:`prepare` while its traffic goes on, then holds new requests for the duration of
@@ -26,17 +27,17 @@ import hmac
 import re
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from . import errors as Errors
 from .protocol import messages as m
 
-if TYPE_CHECKING:
-    from .conn import BrokerConnection
-
 __all__ = [
     "MECHANISMS",
+    "SaslSettings",
+    "SaslSend",
     "GssapiClient",
     "OAuthBearerClient",
     "PlainClient",
@@ -55,6 +56,30 @@ _VALUE = re.compile(r"[\x21-\x7E \t\r\n]*")
 #: RFC 6750 b64token, the bearer token's syntax
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _KVSEP = "\x01"
+
+#: sends one SaslHandshake/SaslAuthenticate request, due by a deadline (the event loop's
+#: clock), and returns its answer: the connection's ``_sasl_send``
+SaslSend = Callable[[Any, float], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    """What a SASL login needs from its connection: the mechanism, the credentials (the token
+    provider is duck-typed: ``token()``, ``extensions()``) and the broker's host (GSSAPI's
+    default service host)."""
+
+    host: str
+    mechanism: str | None = None
+    plain_username: str | None = None
+    plain_password: str | None = None
+    oauth_token_provider: Any = None
+    kerberos_service_name: str | None = "kafka"
+    kerberos_domain_name: str | None = None
+
+
+def _remaining_s(deadline: float) -> float:
+    """Seconds left until ``deadline`` (at least 1 ms)."""
+    return max(deadline - asyncio.get_running_loop().time(), 0.001)
 
 
 class ScramClient:
@@ -337,11 +362,11 @@ def _gssapi_start(gssapi: Any, service: str, host: str) -> GssapiClient:
     return client
 
 
-async def _prepare_gssapi(conn: BrokerConnection, deadline: float) -> GssapiClient:
+async def _prepare_gssapi(settings: SaslSettings, deadline: float) -> GssapiClient:
     gssapi = _gssapi_module()
-    service = conn.sasl_kerberos_service_name or "kafka"
-    host = conn.sasl_kerberos_domain_name or conn.host
-    timeout = conn._remaining_ms(deadline) / 1000
+    service = settings.kerberos_service_name or "kafka"
+    host = settings.kerberos_domain_name or settings.host
+    timeout = _remaining_s(deadline)
     # a daemon thread of its own, not the loop's default executor: a KDC that never answers
     # keeps it blocked (libkrb5's own timeouts are long) after our deadline has passed, and
     # must not hold up asyncio.run()'s executor shutdown or the interpreter's exit
@@ -368,26 +393,26 @@ async def _prepare_gssapi(conn: BrokerConnection, deadline: float) -> GssapiClie
 Exchange = Any  # PlainClient | _ScramExchange | OAuthBearerClient | GssapiClient
 
 
-async def prepare(conn: BrokerConnection, deadline: float) -> Exchange:
+async def prepare(settings: SaslSettings, deadline: float) -> Exchange:
     """Everything a mechanism needs before its exchange; awaits the token provider (bounded by
     ``deadline``: a provider that raises or hangs gives a KafkaError)."""
-    mechanism = (conn.sasl_mechanism or "PLAIN").upper()
+    mechanism = (settings.mechanism or "PLAIN").upper()
     if mechanism not in MECHANISMS:
         raise Errors.UnsupportedSaslMechanismError(
             f"sasl_mechanism {mechanism!r} not supported (use one of {', '.join(MECHANISMS)})"
         )
-    user = conn.sasl_plain_username or ""
-    password = conn.sasl_plain_password or ""
+    user = settings.plain_username or ""
+    password = settings.plain_password or ""
     if mechanism == "PLAIN":
         return PlainClient(user, password)
     if mechanism.startswith("SCRAM-"):
         return _ScramExchange(mechanism, user, password)
     if mechanism == "GSSAPI":
-        return await _prepare_gssapi(conn, deadline)
-    provider = conn.sasl_oauth_token_provider
+        return await _prepare_gssapi(settings, deadline)
+    provider = settings.oauth_token_provider
     if provider is None:
         raise Errors.KafkaConfigurationError("OAUTHBEARER needs sasl_oauth_token_provider")
-    timeout = conn._remaining_ms(deadline) / 1000
+    timeout = _remaining_s(deadline)
     try:
         token = await asyncio.wait_for(provider.token(), timeout)
         extensions = (
@@ -406,10 +431,10 @@ async def prepare(conn: BrokerConnection, deadline: float) -> Exchange:
     return OAuthBearerClient(token, extensions)
 
 
-async def exchange(conn: BrokerConnection, ex: Exchange, deadline: float) -> int:
+async def exchange(send: SaslSend, ex: Exchange, deadline: float) -> int:
     """SaslHandshake then the SaslAuthenticate round trips of ``ex``; returns the broker's
     ``session_lifetime_ms`` (0: the session does not expire)."""
-    hs = await conn._sasl_send(m.SaslHandshakeRequest(mechanism=ex.mechanism), deadline)
+    hs = await send(m.SaslHandshakeRequest(mechanism=ex.mechanism), deadline)
     if hs.error_code:
         raise Errors.for_code(hs.error_code)(
             f"SASL mechanism {ex.mechanism} rejected; broker enables {hs.mechanisms}"
@@ -417,7 +442,7 @@ async def exchange(conn: BrokerConnection, ex: Exchange, deadline: float) -> int
     token: bytes | None = ex.first_message()
     lifetime = 0
     while token is not None:
-        resp = await conn._sasl_send(m.SaslAuthenticateRequest(auth_bytes=token), deadline)
+        resp = await send(m.SaslAuthenticateRequest(auth_bytes=token), deadline)
         if resp.error_code:
             message = resp.error_message or "SASL authentication failed"
             if isinstance(ex, OAuthBearerClient) and ex._challenge is not None:
@@ -428,6 +453,6 @@ async def exchange(conn: BrokerConnection, ex: Exchange, deadline: float) -> int
     return lifetime
 
 
-async def authenticate(conn: BrokerConnection, deadline: float) -> int:
+async def authenticate(settings: SaslSettings, send: SaslSend, deadline: float) -> int:
     """:func:`prepare` then :func:`exchange` on a freshly negotiated connection."""
-    return await exchange(conn, await prepare(conn, deadline), deadline)
+    return await exchange(send, await prepare(settings, deadline), deadline)

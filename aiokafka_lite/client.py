@@ -249,7 +249,11 @@ class KafkaClient:
         self._api_versions: dict[int, tuple[int, int]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._metadata = MetadataRefresher(
-            self,
+            self.cluster,
+            # looked up at call time (instrumentation may wrap send on the class)
+            least_loaded_node=lambda: self.least_loaded_node(),
+            send=lambda node_id, request: self.send(node_id, request),
+            on_update=lambda: self._after_metadata_update(),
             metadata_max_age_ms=metadata_max_age_ms,
             retry_backoff_ms=retry_backoff_ms,
             allow_auto_topic_creation=allow_auto_topic_creation,

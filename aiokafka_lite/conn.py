@@ -1,10 +1,11 @@
-"""One asyncio stream to one Kafka broker: framing, pipelining, deadlines.
+"""One asyncio stream to one Kafka broker: the I/O shell around a sans-I/O session.
 
-:class:`BrokerConnection` owns a TCP (optionally TLS) stream. Requests are written as soon as
-they are sent (pipelined, up to ``max_in_flight`` awaiting a response). The stream's protocol
-object splits the bytes into frames as they arrive, in ``data_received`` itself (no reader task:
-one event-loop turn less per response), decodes each and resolves the future registered under
-its correlation id.
+:class:`BrokerConnection` owns a TCP (optionally TLS) stream; the framing, the correlation ids
+and the table of requests awaiting an answer are its :class:`~aiokafka_lite.protocol.session.
+Session` (no I/O). Requests are written as soon as they are sent (pipelined, up to
+``max_in_flight`` awaiting a response). The stream's protocol object hands the bytes to the
+session as they arrive, in ``data_received`` itself (no reader task: one event-loop turn less
+per response), and each complete answer resolves the future registered under its correlation id.
 
 Invariants (the ones a reader of this file needs to trust it):
 
@@ -19,7 +20,7 @@ Invariants (the ones a reader of this file needs to trust it):
   ``min(client max, broker max)``; code above never sees a version number.
 * Re-authentication (KIP-368) happens here, invisibly to code above: when the broker grants a
   session lifetime (SaslAuthenticate v1+), a timer re-runs the SASL exchange on the same stream
-  before the session ends (see :meth:`BrokerConnection._reauthenticate`). Requests issued
+  before the session ends (:mod:`aiokafka_lite._reauth`). Requests issued
   while SaslHandshake/SaslAuthenticate are on the wire are held, in order, and written right
   after them; requests already in flight are answered normally (the broker answers in order).
 """
@@ -28,17 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import ssl
-import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from . import errors as Errors
+from ._reauth import Held, Reauthenticator
+from ._sasl import SaslSettings, authenticate
+from ._transport import Callback, FlowControl, Stream
 from .hooks import HookSet, emit
-from .protocol import decode_response, encode_request
 from .protocol import messages as m
+from .protocol.session import Session, api_name, decode_answer, pick_version
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -48,55 +50,13 @@ log = logging.getLogger(__name__)
 CLIENT_SOFTWARE_NAME = "aiokafka-lite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-_I32 = struct.Struct(">i")
-#: frames below this size written in the same loop iteration are joined into one write()
-_COALESCE_LIMIT = 16 * 1024
 _UNSUPPORTED_VERSION = 35
 _API_VERSIONS_KEY = 18
-# error_code int16 35 right after the 4-byte correlation id of an ApiVersions response
-_API_VERSIONS_UNSUPPORTED = b"\x00\x23"
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
 
 
-_API_NAMES: dict[Any, str] = {}
-
-
-def _api_name(request_class: Any) -> str:
-    """``ProduceRequest`` -> ``"Produce"`` (cached)."""
-    name = _API_NAMES.get(request_class)
-    if name is None:
-        name = request_class.__name__
-        if name.endswith("Request"):
-            name = name[:-7]
-        _API_NAMES[request_class] = name
-    return name
-
-
-def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
-    """``min(client max, broker max)`` for ``request_class``; both minimums must be met.
-
-    ``api_versions`` maps api key -> (broker min, broker max) as learnt from ApiVersions.
-    Raises ``UnsupportedVersionError`` with both ranges in the message otherwise.
-    """
-    key = request_class.API_KEY  # type: ignore[attr-defined]
-    cmin, cmax = request_class.MIN_VERSION, request_class.MAX_VERSION  # type: ignore[attr-defined]
-    rng = api_versions.get(key)
-    if rng is None:
-        raise Errors.UnsupportedVersionError(
-            f"{where} does not support {request_class.__name__} (api key {key})"
-        )
-    bmin, bmax = rng
-    version = min(cmax, bmax)
-    if version < cmin or version < bmin:
-        raise Errors.UnsupportedVersionError(
-            f"no common version for {request_class.__name__} (api key {key}): client supports "
-            f"v{cmin}-v{cmax}, {where} supports v{bmin}-v{bmax}"
-        )
-    return int(version)
-
-
-class BrokerConnection:
+class BrokerConnection(FlowControl):
     """A pipelined request/response connection to one broker.
 
     Create it, ``await connect()`` (TCP/TLS, ApiVersions, SASL), then ``await send(request)``
@@ -141,19 +101,20 @@ class BrokerConnection:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.security_protocol = security_protocol
         self.ssl_context = ssl_context
-        self.sasl_mechanism = sasl_mechanism
-        self.sasl_plain_username = sasl_plain_username
-        self.sasl_plain_password = sasl_plain_password
-        self.sasl_oauth_token_provider = sasl_oauth_token_provider
-        self.sasl_kerberos_service_name = sasl_kerberos_service_name
-        self.sasl_kerberos_domain_name = sasl_kerberos_domain_name
-        #: requests issued while a re-authentication exchange is on the wire, in order:
-        #: (request, class, version, waiter or None for expect_response=False, deadline)
-        self._held: list[tuple[Any, Any, int, Any, float]] | None = None
-        self._reauth_handle: asyncio.TimerHandle | None = None
-        self._reauth_task: asyncio.Task[None] | None = None
-        #: completed re-authentications (KIP-368) of this connection
-        self.reauthentications = 0
+        #: the SASL login's settings (_sasl.py, and _reauth.py when the session expires)
+        self.sasl = SaslSettings(
+            host=host,
+            mechanism=sasl_mechanism,
+            plain_username=sasl_plain_username,
+            plain_password=sasl_plain_password,
+            oauth_token_provider=sasl_oauth_token_provider,
+            kerberos_service_name=sasl_kerberos_service_name,
+            kerberos_domain_name=sasl_kerberos_domain_name,
+        )
+        #: requests issued while a re-authentication exchange is on the wire, in order (a
+        #: list only then; :mod:`aiokafka_lite._reauth` sets, fills from _issue and releases it)
+        self._held: list[Held] | None = None
+        self._reauth = Reauthenticator(self)
         self._on_close = on_close
         # hook tuples (see hooks.py): each call site is one truth test when none is registered
         self._h_connect = hooks.on_connect if hooks is not None else ()
@@ -167,7 +128,10 @@ class BrokerConnection:
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: Any = None
-        self._rbuf = bytearray()  # the start of a frame not yet complete
+        # the sans-I/O half: framing, correlation ids, and the pending table, which maps a
+        # correlation id -> (future, request class, version, deadline timer)
+        self._session = Session(client_id, max_response_size, f"{host}:{port}")
+        self._pending: dict[int, tuple[Any, Any, int, asyncio.TimerHandle]] = self._session.pending
         self._write_paused = False  # the transport's buffer is over its high-water mark
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._lost: asyncio.Future[None] | None = None  # resolved when the transport is gone
@@ -175,11 +139,8 @@ class BrokerConnection:
         self._wqueue: list[bytes | bytearray] = []  # small frames waiting for _flush
         self._flush_scheduled = False
         self._idle_handle: asyncio.TimerHandle | None = None
-        # correlation id -> (future, request class, version, deadline timer)
-        self._pending: dict[int, tuple[asyncio.Future[Any], Any, int, asyncio.TimerHandle]] = {}
         self._slots = 0  # requests holding an in-flight slot (sent or being sent)
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
-        self._next_corr = 0
         self._versions: dict[type, int] = {}
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._connected = False
@@ -206,6 +167,11 @@ class BrokerConnection:
         return self._closed
 
     @property
+    def reauthentications(self) -> int:
+        """Completed re-authentications (KIP-368) of this connection."""
+        return self._reauth.count
+
+    @property
     def in_flight(self) -> int:
         """Requests awaiting a response plus sends waiting for an in-flight slot."""
         return self._slots + len(self._slot_waiters)
@@ -230,7 +196,7 @@ class BrokerConnection:
                 "server_hostname": self.host,
             }
         self._lost = loop.create_future()
-        opening = loop.create_connection(lambda: _Stream(self), self.host, self.port, **tls)
+        opening = loop.create_connection(lambda: Stream(self), self.host, self.port, **tls)
         try:
             transport, _proto = await asyncio.wait_for(opening, timeout)
         except asyncio.TimeoutError:
@@ -259,16 +225,14 @@ class BrokerConnection:
         try:
             await self._negotiate_versions(deadline)
             if self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-                from ._sasl import authenticate
-
                 auth_start = loop.time()
-                lifetime_ms = await authenticate(self, deadline)
+                lifetime_ms = await authenticate(self.sasl, self._sasl_send, deadline)
         except BaseException as exc:
             self.close(exc if isinstance(exc, Errors.KafkaError) else None)
             raise
         self._connected = True
         self._schedule_idle_check()
-        self._schedule_reauth(lifetime_ms, auth_start)
+        self._reauth.schedule(lifetime_ms, auth_start)
 
     def _fail_connect(self) -> None:
         self._closed = True
@@ -278,6 +242,10 @@ class BrokerConnection:
     def _remaining_ms(self, deadline: float) -> float:
         assert self._loop is not None
         return max((deadline - self._loop.time()) * 1000, 1.0)
+
+    def _loop_time(self) -> float:
+        assert self._loop is not None
+        return self._loop.time()
 
     async def _negotiate_versions(self, deadline: float) -> None:
         req_cls = m.ApiVersionsRequest
@@ -343,16 +311,8 @@ class BrokerConnection:
             (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         )
 
-        if not expect_response:
-            if self._held is not None:  # re-authenticating: written right after it
-                self._held.append((request, cls, version, None, deadline))
-                return None
-            corr = self._next_corr
-            self._next_corr = (corr + 1) & 0x7FFFFFFF
-            frame = encode_request(request, version, corr, self.client_id)
-            self._write(frame)
-            if self._h_sent:
-                emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
+        if not expect_response:  # no slot, nothing registered: written (or held) now
+            self._issue(request, cls, version, None, deadline)
             if self._transport.get_write_buffer_size() > self._high_water:
                 await self._drain(deadline)
             return None
@@ -404,35 +364,36 @@ class BrokerConnection:
         ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
         self._slots += 1
         try:
-            self._issue(request, cls, version, _Callback(on_done), loop.time() + ms / 1000)
+            self._issue(request, cls, version, Callback(on_done), loop.time() + ms / 1000)
         except BaseException:
             self._release_slot()
             raise
         return True
 
     def _issue(self, request: Any, cls: Any, version: int, waiter: Any, deadline: float) -> None:
-        """Encode ``request`` under the next correlation id, register ``waiter`` (a future, or
-        a :class:`_Callback`) for its answer, due by ``deadline``, and write it. The caller
-        holds an in-flight slot; nothing is registered when encoding fails. While a
-        re-authentication is on the wire the request is held instead (:meth:`_release_held`
-        issues it, in order, right after)."""
+        """The ONE way a request goes out: encode ``request`` under the next correlation id,
+        register ``waiter`` (a future, or a :class:`~aiokafka_lite._transport.Callback`) for its answer, due by
+        ``deadline``, and write it. The caller holds an in-flight slot; nothing is registered
+        when encoding fails. ``waiter`` None (``expect_response=False``, acks=0 Produce): no
+        slot, nothing registered. While a re-authentication is on the wire the request is
+        held instead (:mod:`aiokafka_lite._reauth` issues it, in order, right after)."""
         if self._held is not None:
             self._held.append((request, cls, version, waiter, deadline))
             return
-        corr = self._next_corr
-        frame = encode_request(request, version, corr, self.client_id)
-        self._next_corr = (corr + 1) & 0x7FFFFFFF
-        timer = self._loop.call_at(deadline, self._expire, corr)  # type: ignore[union-attr]
-        self._pending[corr] = (waiter, cls, version, timer)
+        corr, frame = self._session.frame(request, version)
+        if waiter is not None:
+            timer = self._loop.call_at(deadline, self._expire, corr)  # type: ignore[union-attr]
+            self._pending[corr] = (waiter, cls, version, timer)
         self._write(frame)
         if self._observe:
-            self._observe_request(cls, corr, len(frame))
+            self._observe_request(cls, corr, len(frame), waiter is not None)
 
-    def _observe_request(self, cls: Any, corr: int, size: int) -> None:
-        """Hooks: the request was written (its answer is reported by :meth:`_answered`)."""
+    def _observe_request(self, cls: Any, corr: int, size: int, answered: bool) -> None:
+        """Hooks: the request was written (its answer, if ``answered``, is reported by
+        :meth:`_answered`)."""
         if self._h_sent:
-            emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), size)
-        if self._h_response:
+            emit(self._h_sent, self.node_id, cls.API_KEY, api_name(cls), size)
+        if self._h_response and answered:
             self._sent_at[corr] = self._loop.time()  # type: ignore[union-attr]
 
     def _answered(
@@ -447,145 +408,23 @@ class BrokerConnection:
         if fut.cancelled():
             error = asyncio.CancelledError()
         latency = self._loop.time() - sent  # type: ignore[union-attr]
-        emit(self._h_response, self.node_id, cls.API_KEY, _api_name(cls), latency, error)
-
-    def _write(self, frame: bytes | bytearray) -> None:
-        """Write a frame. Small frames sent while others are in flight are queued and go out
-        together in one syscall at the end of the loop iteration; a lone request (the
-        request/response case, e.g. ``send_and_wait``) is written at once."""
-        self.last_activity = self._loop.time()  # type: ignore[union-attr]
-        if len(frame) >= _COALESCE_LIMIT or (self._slots <= 1 and not self._wqueue):
-            if self._wqueue:
-                self._flush()
-            self._transport.write(frame)
-            return
-        self._wqueue.append(frame)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        queue = self._wqueue
-        if not queue:
-            return
-        data = queue[0] if len(queue) == 1 else b"".join(queue)
-        queue.clear()
-        if not self._closed:
-            self._transport.write(data)
-
-    async def _drain(self, deadline: float) -> None:
-        """Wait until the transport's write buffer is below its low-water mark (bounded)."""
-        self._flush()
-        if self._closed:
-            raise self._closed_error()
-        if not self._write_paused:
-            return
-        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
-        self._drain_waiters.append(waiter)
-        try:
-            await asyncio.wait_for(
-                waiter,
-                max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
-            )
-        except asyncio.TimeoutError:
-            err = Errors.KafkaTimeoutError(
-                f"write to {self.host}:{self.port} blocked past the request deadline"
-            )
-            self.close(err)
-            raise err from None
-        finally:
-            if waiter in self._drain_waiters:
-                self._drain_waiters.remove(waiter)
-
-    async def _wait_slot(self, deadline: float) -> None:
-        waiter: asyncio.Future[None] = self._loop.create_future()  # type: ignore[union-attr]
-        self._slot_waiters.append(waiter)
-        try:
-            await asyncio.wait_for(
-                waiter,
-                max(deadline - self._loop.time(), 0.001),  # type: ignore[union-attr]
-            )
-        except asyncio.TimeoutError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release_slot()  # the slot was handed over just as the deadline hit
-            raise Errors.KafkaTimeoutError(
-                f"no in-flight slot on {self.host}:{self.port} before the request deadline "
-                f"({self.max_in_flight} requests in flight)"
-            ) from None
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release_slot()
-            raise
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-            try:
-                self._slot_waiters.remove(waiter)
-            except ValueError:
-                pass
-
-    def _release_slot(self) -> None:
-        """Give a freed in-flight slot to the oldest live waiter, else return it."""
-        waiters = self._slot_waiters
-        while waiters:
-            w = waiters.popleft()
-            if not w.done():
-                w.set_result(None)  # the slot moves to the waiter: _slots unchanged
-                return
-        self._slots -= 1
+        emit(self._h_response, self.node_id, cls.API_KEY, api_name(cls), latency, error)
 
     # ------------------------------------------------------------------ read
 
     def _data_received(self, data: bytes) -> None:
-        """Split the stream into frames and handle each complete one, as the bytes arrive."""
-        buf = self._rbuf
-        if buf:
-            buf += data
-            view: bytes | bytearray = buf
-        else:
-            view = data
-        end = len(view)
-        pos = 0
-        unpack = _I32.unpack_from
-        max_size = self.max_response_size
+        """Hand the bytes to the session and complete each request it finds answered."""
         try:
-            while end - pos >= 4:
-                (size,) = unpack(view, pos)
-                if size < 4 or size > max_size:
-                    raise Errors.KafkaProtocolError(
-                        f"response frame size {size} from {self.host}:{self.port} is outside "
-                        f"4..{max_size} (max_response_size)"
-                    )
-                stop = pos + 4 + size
-                if stop > end:
-                    break
-                payload = (
-                    view[pos + 4 : stop] if view is data else bytes(memoryview(buf)[pos + 4 : stop])
-                )
-                pos = stop
-                self._frame(payload)
+            for corr, entry, payload in self._session.responses(data):
+                self._frame(corr, entry, payload)
                 if self._closed:
                     return
         except Errors.KafkaError as exc:
             self._fail_head(exc)
             self.close(exc)
-            return
-        if view is data:
-            if pos < end:
-                buf += data[pos:] if pos else data
-        elif pos:
-            del buf[:pos]
 
-    def _frame(self, payload: bytes) -> None:
+    def _frame(self, corr: int, entry: Any, payload: bytes) -> None:
         """One complete response frame (after the size): resolve its request's future."""
-        (corr,) = _I32.unpack_from(payload)
-        entry = self._pending.pop(corr, None)
-        if entry is None:
-            raise Errors.CorrelationIdError(
-                f"response from {self.host}:{self.port} has correlation id {corr}, "
-                f"which matches no pending request"
-            )
         fut, cls, version, timer = entry
         timer.cancel()
         self._release_slot()
@@ -593,10 +432,8 @@ class BrokerConnection:
             if self._h_response:
                 self._answered(corr, cls, fut, None)
             return
-        if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
-            version = 0  # UNSUPPORTED_VERSION answers always use the v0 body
         try:
-            resp = decode_response(cls, version, payload)
+            resp = decode_answer(cls, version, payload)
         except Exception as exc:  # a codec bug must fail this request, not the stream
             err = (
                 exc
@@ -617,7 +454,7 @@ class BrokerConnection:
         if self._closed:
             return
         if exc is None:
-            partial = len(self._rbuf)
+            partial = self._session.buffered
             self.close(
                 Errors.KafkaConnectionError(
                     f"connection to {self.host}:{self.port} closed by the broker"
@@ -626,14 +463,6 @@ class BrokerConnection:
             )
         else:
             self.close(Errors.KafkaConnectionError(f"connection to {self.host}:{self.port}: {exc}"))
-
-    def _writing(self, paused: bool) -> None:
-        self._write_paused = paused
-        if not paused:
-            waiters, self._drain_waiters = self._drain_waiters, []
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
 
     def _fail_head(self, exc: BaseException) -> None:
         """Give a framing error to the oldest pending request (the one the bad frame answered).
@@ -688,7 +517,8 @@ class BrokerConnection:
         self._closed = True
         self._connected = False
         self.close_reason = reason
-        pending, self._pending = self._pending, {}
+        pending = self._session.reset()
+        self._pending = self._session.pending
         self._slots = 0
         for corr, (fut, cls, _v, timer) in pending.items():
             timer.cancel()
@@ -700,16 +530,7 @@ class BrokerConnection:
         for w in waiters:
             if not w.done():
                 w.set_exception(self._closed_error())
-        held, self._held = self._held, None
-        for _req, _cls, _v, waiter, _deadline in held or ():
-            if waiter is not None and not waiter.done():
-                waiter.set_exception(self._closed_error())
-        if self._reauth_handle is not None:
-            self._reauth_handle.cancel()
-            self._reauth_handle = None
-        task, self._reauth_task = self._reauth_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        self._reauth.close()
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
@@ -718,7 +539,6 @@ class BrokerConnection:
             if not w.done():
                 w.set_exception(self._closed_error())
         self._wqueue.clear()
-        self._rbuf = bytearray()
         if self._transport is not None:
             try:
                 self._transport.close()
@@ -757,168 +577,3 @@ class BrokerConnection:
         finally:
             self._held = held
         return await fut
-
-    def _schedule_reauth(self, lifetime_ms: int, auth_start: float) -> None:
-        """Re-authenticate before a session of ``lifetime_ms`` (granted by an exchange that
-        began at ``auth_start``) ends: at a random point between 85% and 95% of it, as the Java
-        client, and at least 1 s before its end (a long poll written just before may hold the
-        broker's reading of our next request that long), but no sooner than 1 s after the
-        exchange began (the broker refuses re-authentications less than 1 s apart)."""
-        if lifetime_ms <= 0 or self._closed:
-            return
-        lifetime = lifetime_ms / 1000
-        delay = lifetime * random.uniform(0.85, 0.95)
-        delay = max(min(delay, lifetime - 1.0), min(lifetime * 0.5, delay), 1.0)
-        assert self._loop is not None
-        self._reauth_handle = self._loop.call_at(auth_start + delay, self._start_reauth)
-
-    def _start_reauth(self) -> None:
-        self._reauth_handle = None
-        if not self._closed:
-            self._reauth_task = self._loop.create_task(self._reauthenticate())  # type: ignore[union-attr]
-
-    async def _reauthenticate(self) -> None:
-        """KIP-368 on this stream. The mechanism's preparation (a fresh token from the
-        provider) runs while traffic goes on; then requests issued from here on are held (in
-        order, with their in-flight slots and deadlines) while SaslHandshake and SaslAuthenticate
-        go out, and written right after the last answer. Requests in flight before are answered
-        as usual: the broker answers in order, and reads our SaslHandshake after them. A failure
-        closes the connection with that error (the client reconnects, and a refused credential
-        then surfaces as on any connect)."""
-        from ._sasl import exchange, prepare
-
-        loop = self._loop
-        assert loop is not None
-        deadline = loop.time() + self.request_timeout_ms / 1000
-        try:
-            ex = await prepare(self, deadline)
-            if self._closed:
-                return
-            idle_since = self.last_activity  # re-authenticating is not activity (idle close)
-            started = loop.time()
-            self._held = []
-            lifetime_ms = await exchange(self, ex, deadline)
-        except Errors.KafkaError as exc:
-            log.warning("re-authentication of %r failed: %s", self, exc)
-            self.close(exc)
-            return
-        except Exception as exc:  # a bug; never leave the stream half re-authenticated
-            log.exception("re-authentication of %r failed", self)
-            self.close(Errors.KafkaConnectionError(f"re-authentication failed: {exc!r}"))
-            return
-        finally:
-            if self._reauth_task is asyncio.current_task():
-                self._reauth_task = None
-        if self.closed:  # closed while the last answer was being handed to us
-            return
-        self.last_activity = idle_since
-        self.reauthentications += 1
-        log.debug("re-authenticated %r in %.1f ms", self, (loop.time() - started) * 1000)
-        self._release_held()
-        self._schedule_reauth(lifetime_ms, started)
-
-    def _release_held(self) -> None:
-        """Issue the requests held during a re-authentication, in the order they were made."""
-        held, self._held = self._held, None
-        for request, cls, version, waiter, deadline in held or ():
-            if self._closed:
-                if waiter is not None and not waiter.done():
-                    waiter.set_exception(self._closed_error())
-                continue
-            if waiter is None:  # expect_response=False
-                corr = self._next_corr
-                self._next_corr = (corr + 1) & 0x7FFFFFFF
-                frame = encode_request(request, version, corr, self.client_id)
-                self._write(frame)
-                if self._h_sent:
-                    emit(self._h_sent, self.node_id, cls.API_KEY, _api_name(cls), len(frame))
-                continue
-            if waiter.done():  # its caller stopped waiting (cancelled)
-                self._release_slot()
-                continue
-            try:
-                self._issue(request, cls, version, waiter, deadline)
-            except Exception as exc:  # it could not be encoded: that request fails alone
-                self._release_slot()
-                waiter.set_exception(exc)
-
-    # ------------------------------------------------------------------ idle
-
-    def _schedule_idle_check(self) -> None:
-        if not self.connections_max_idle_ms or self._closed:
-            return
-        assert self._loop is not None
-        self._idle_handle = self._loop.call_at(
-            self.last_activity + self.connections_max_idle_ms / 1000, self._idle_check
-        )
-
-    def _idle_check(self) -> None:
-        self._idle_handle = None
-        if self._closed:
-            return
-        assert self._loop is not None
-        if (
-            self._slots == 0
-            and not self._slot_waiters
-            and (
-                self._loop.time() - self.last_activity >= self.connections_max_idle_ms / 1000  # type: ignore[operator]
-            )
-        ):
-            log.debug("closing idle connection %r", self)
-            self.close(None)
-            return
-        if self._slots:
-            self.last_activity = max(self.last_activity, self._loop.time())
-        self._schedule_idle_check()
-
-
-class _Callback:
-    """Stands for the future of a :meth:`BrokerConnection.send_nowait` request: resolving it
-    calls the caller's function at once."""
-
-    __slots__ = ("_fn", "_done")
-
-    def __init__(self, fn: Callable[[Any, BaseException | None], None]) -> None:
-        self._fn = fn
-        self._done = False
-
-    def done(self) -> bool:
-        return self._done
-
-    def cancelled(self) -> bool:
-        return False
-
-    def set_result(self, result: Any) -> None:
-        self._call(result, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._call(None, exc)
-
-    def _call(self, result: Any, exc: BaseException | None) -> None:
-        self._done = True
-        try:
-            self._fn(result, exc)
-        except Exception:  # never let a caller's bug break the stream or close()
-            log.exception("response callback %r failed", self._fn)
-
-
-class _Stream(asyncio.Protocol):
-    """The transport's protocol: hands every event straight to its :class:`BrokerConnection`."""
-
-    __slots__ = ("data_received", "_conn")
-
-    def __init__(self, conn: BrokerConnection) -> None:
-        self._conn = conn
-        self.data_received = conn._data_received  # type: ignore[method-assign]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._conn._connection_lost(exc)
-
-    def eof_received(self) -> bool | None:
-        return None  # the transport closes; connection_lost reports it
-
-    def pause_writing(self) -> None:
-        self._conn._writing(True)
-
-    def resume_writing(self) -> None:
-        self._conn._writing(False)

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiokafka_lite._apache import apache_available
 from aiokafka_lite.bench import (
     CLIENTS,
     BenchError,
@@ -31,6 +30,7 @@ from aiokafka_lite.bench import (
     write_json,
 )
 from aiokafka_lite.bench.report import title
+from aiokafka_lite.launchers.apache import apache_available
 
 #: the issue-12 producer settings: acks=1, linger_ms=5, max_batch_size=65536, 100-byte records,
 #: one partition
@@ -273,11 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = args.bootstrap
     if bootstrap is None:
         if args.broker == "apache":
-            from aiokafka_lite._apache import ApacheKafka
+            from aiokafka_lite.launchers.apache import ApacheKafka
 
             broker = ApacheKafka().start()
         else:
-            from aiokafka_lite._embedded import EmbeddedBroker
+            from aiokafka_lite.launchers.embedded import EmbeddedBroker
 
             broker = EmbeddedBroker(args.broker).start()
         bootstrap = broker.bootstrap
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             if name in NEEDS_FETCH_LIMITS and args.bootstrap is None and args.broker != "apache":
                 # the embedded brokers ignore the fetch size limits: measure on Apache Kafka
                 if limits_broker is None and apache_available() is None:
-                    from aiokafka_lite._apache import ApacheKafka
+                    from aiokafka_lite.launchers.apache import ApacheKafka
 
                     limits_broker = ApacheKafka().start()
                 if limits_broker is not None:

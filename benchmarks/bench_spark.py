@@ -4,7 +4,7 @@ Run: python benchmarks/bench_spark.py [--broker apache|tansu|noida] [--bootstrap
      [--records N] [--partitions P] [--master local[2]] [--rounds R] [--no-plain] [--cluster]
 
 Both connectors run in the same SparkSession, on the same broker, in the same run: Spark's
-``spark-sql-kafka-0-10`` comes from Maven Central (``aiokafka_lite.spark._reference``, jars
+``spark-sql-kafka-0-10`` comes from Maven Central (``aiokafka_lite.launchers.spark_reference``, jars
 handed over with ``spark.jars``). Workload: N (default 500,000) records with a short string key
 and a 100-byte value, P partitions.
 
@@ -13,7 +13,7 @@ and a 100-byte value, P partitions.
 * read: ``read.format(F)`` of one topic (the same for both connectors), materialised with Spark's
   ``noop`` sink (every row reaches the JVM, nothing is written);
 * cluster (``--cluster``, instead of the above): the ``aiokafka_lite`` write and read on a
-  standalone Spark cluster (``aiokafka_lite.spark._cluster``) of one, then two one-core workers;
+  standalone Spark cluster (``aiokafka_lite.launchers.spark_cluster``) of one, then two one-core workers;
   P should be at least 2, one task per core;
 * plain (unless ``--no-plain``): one AIOKafkaProducer / AIOKafkaConsumer in this process, the
   single-process baseline for the same records.
@@ -23,7 +23,7 @@ run on a cold JVM, several times slower) are not counted; per-query planning is,
 it. Within a round the two connectors alternate which goes first. Rows/s are medians over the
 rounds; the ratio is aiokafka_lite / kafka (> 1: aiokafka_lite is faster).
 
-The default broker is Apache Kafka itself (Maven jars, ``aiokafka_lite._apache``). noida-db
+The default broker is Apache Kafka itself (Maven jars, ``aiokafka_lite.launchers.apache``). noida-db
 ignores a Fetch's ``max_bytes`` and answers with everything from the fetch offset on, so with
 ``--broker noida`` keep the topic under ~100 MiB (the clients' ``max_response_size``).
 """
@@ -142,11 +142,11 @@ def spark_count(spark: Any, bootstrap: str, topic: str, fmt: str = "kafka") -> i
 
 def _start_broker(kind: str) -> tuple[Any, str]:
     if kind == "apache":
-        from aiokafka_lite._apache import ApacheKafka
+        from aiokafka_lite.launchers.apache import ApacheKafka
 
         kafka = ApacheKafka().start()
         return kafka, kafka.bootstrap
-    from aiokafka_lite._embedded import EmbeddedBroker
+    from aiokafka_lite.launchers.embedded import EmbeddedBroker
 
     broker = EmbeddedBroker(kind)
     broker.start()
@@ -164,8 +164,8 @@ def _wait_executors(spark: Any, n: int, timeout: float = 120.0) -> None:
 
 def cluster_scaling(bootstrap: str, n: int, parts: int, rounds: int) -> None:
     """``aiokafka_lite`` write and read on a standalone cluster of 1, then 2 one-core workers."""
-    from aiokafka_lite.spark._cluster import StandaloneCluster, python_env
-    from aiokafka_lite.spark._reference import spark_session
+    from aiokafka_lite.launchers.spark_cluster import StandaloneCluster, python_env
+    from aiokafka_lite.launchers.spark_reference import spark_session
 
     fmt = "aiokafka_lite"
     med: dict[int, dict[str, float]] = {}
@@ -238,7 +238,11 @@ def main() -> None:
     args = ap.parse_args()
     n, parts = args.records, args.partitions
 
-    from aiokafka_lite.spark._reference import SPARK_KAFKA_VERSION, has_reference, spark_session
+    from aiokafka_lite.launchers.spark_reference import (
+        SPARK_KAFKA_VERSION,
+        has_reference,
+        spark_session,
+    )
 
     broker = None
     bootstrap = args.bootstrap

@@ -122,7 +122,7 @@ def main() -> None:
         if args.bootstrap:
             run(spark, args.bootstrap, args.source, args.sink, checkpoint)
         else:
-            from aiokafka_lite._embedded import EmbeddedBroker
+            from aiokafka_lite.launchers.embedded import EmbeddedBroker
 
             with EmbeddedBroker("tansu") as broker:
                 asyncio.run(seed(broker.bootstrap, args.source))

@@ -5,8 +5,8 @@ Which brokers a run uses (``broker`` is parametrized, so ONE run covers every br
 * ``KAFKA_BOOTSTRAP=host:port`` set: that broker only (param ``external``, nothing is started);
 * else ``KAFKA_BROKER=apache|tansu|noida|kafka`` (or a comma list): those;
 * else Apache Kafka in Docker through testcontainers (param ``kafka``) when a Docker engine answers;
-* else Apache Kafka from Maven Central jars (param ``apache``, see ``aiokafka_lite._apache``) AND
-  both embedded brokers, ``tansu`` and ``noida`` (see ``aiokafka_lite._embedded``). Without Java
+* else Apache Kafka from Maven Central jars (param ``apache``, see ``aiokafka_lite.launchers.apache``) AND
+  both embedded brokers, ``tansu`` and ``noida`` (see ``aiokafka_lite.launchers.embedded``). Without Java
   >= 17 and Maven the ``apache`` tests are skipped with one reason, unless
   ``AIOKAFKA_LITE_REQUIRE_APACHE=1`` (set by CI) makes that a failure.
 
@@ -15,7 +15,7 @@ versions 4.0 removed) and ``apache_cluster`` (three Apache Kafka 4.x nodes, for 
 ``cluster``) start lazily for the tests that ask for them.
 
 Each broker starts lazily, the first time a test needs it, once per session, and is stopped when
-pytest moves on to the next broker or the session ends (also on Ctrl-C; ``_embedded`` has an atexit
+pytest moves on to the next broker or the session ends (also on Ctrl-C; ``launchers.embedded`` has an atexit
 safety net too). Tests using the ``broker`` fixture (directly or through ``kafka_bootstrap`` /
 ``new_topic``) get the ``integration`` marker automatically.
 
@@ -114,7 +114,7 @@ def broker_params() -> tuple[str, ...]:
 
 @cache
 def _apache_unavailable() -> str | None:
-    from aiokafka_lite._apache import apache_available
+    from aiokafka_lite.launchers.apache import apache_available
 
     return apache_available()
 
@@ -129,7 +129,7 @@ def _need_apache() -> None:
 
 
 def _apache_info(kafka: Any, kind: str = "apache") -> BrokerInfo:
-    from aiokafka_lite._apache import SASL_USERS
+    from aiokafka_lite.launchers.apache import SASL_USERS
 
     return BrokerInfo(
         kind,
@@ -162,7 +162,7 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
         return
     if kind == "apache":
         _need_apache()
-        from aiokafka_lite._apache import ApacheKafka
+        from aiokafka_lite.launchers.apache import ApacheKafka
 
         kafka = ApacheKafka()
         try:
@@ -178,7 +178,7 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
         finally:
             container.stop()
         return
-    from aiokafka_lite._embedded import EmbeddedBroker
+    from aiokafka_lite.launchers.embedded import EmbeddedBroker
 
     embedded = EmbeddedBroker(kind)
     try:
@@ -192,7 +192,7 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
 def apache39() -> Iterator[BrokerInfo]:
     """Apache Kafka 3.9 (one node), for protocol-version and interop tests."""
     _need_apache()
-    from aiokafka_lite._apache import KAFKA_VERSIONS, ApacheKafka
+    from aiokafka_lite.launchers.apache import KAFKA_VERSIONS, ApacheKafka
 
     kafka = ApacheKafka(KAFKA_VERSIONS["3.9"])
     try:
@@ -206,7 +206,7 @@ def apache39() -> Iterator[BrokerInfo]:
 def apache_cluster() -> Iterator[BrokerInfo]:
     """Three Apache Kafka 4.x nodes (each broker and controller voter); ``.process`` controls them."""
     _need_apache()
-    from aiokafka_lite._apache import ApacheKafka
+    from aiokafka_lite.launchers.apache import ApacheKafka
 
     kafka = ApacheKafka(nodes=3)
     try:
@@ -307,7 +307,7 @@ async def new_topic(
 def pytest_report_header(config: pytest.Config) -> str:
     line = f"kafka brokers: {', '.join(broker_params())}"
     if "apache" in broker_params():
-        from aiokafka_lite._apache import DEFAULT_VERSION
+        from aiokafka_lite.launchers.apache import DEFAULT_VERSION
 
         reason = _apache_unavailable()
         line += f" (apache: {reason})" if reason else f" (apache: Kafka {DEFAULT_VERSION})"

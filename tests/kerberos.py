@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiokafka_lite._embedded import free_port
+from aiokafka_lite.launchers.embedded import free_port
 
 _TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
 _SBIN = ("/usr/sbin", "/usr/local/sbin", "/sbin")

@@ -55,7 +55,7 @@ def start_classic_session(master: str, conf: dict[str, str], executors: int) -> 
     import time
 
     global _SPARK
-    from aiokafka_lite.spark._reference import QUICK_JVM_CONF, spark_session
+    from aiokafka_lite.launchers.spark_reference import QUICK_JVM_CONF, spark_session
 
     _SPARK = spark_session(
         "aiokafka_lite-cluster-tests", master, reference=False, conf={**QUICK_JVM_CONF, **conf}
@@ -174,7 +174,7 @@ def replay_main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     out = Path(args.out)
 
-    from aiokafka_lite.spark._reference import QUICK_JVM_CONF, spark_session
+    from aiokafka_lite.launchers.spark_reference import QUICK_JVM_CONF, spark_session
 
     # scratch space under --out: a SIGKILLed driver cannot clean up after itself
     conf = {**QUICK_JVM_CONF, "spark.local.dir": str(out / "spark-local")}

@@ -352,7 +352,7 @@ def test_broker_command_starts_and_stops_on_ctrl_c():
         bootstrap = proc.stdout.readline().strip()
         host, _, port = bootstrap.rpartition(":")
         assert host == "127.0.0.1" and int(port) > 0
-        from aiokafka_lite._embedded import probe_api_versions
+        from aiokafka_lite.launchers.embedded import probe_api_versions
 
         assert probe_api_versions(host, int(port)) == 0
         proc.send_signal(signal.SIGINT)

@@ -460,7 +460,7 @@ async def test_survives_broker_restart(kind):
     """The broker process restarts on the same port: calls fail with KafkaConnectionError,
     then the client reconnects by itself (own broker: the session's must not restart under
     other tests)."""
-    from aiokafka_lite._embedded import EmbeddedBroker
+    from aiokafka_lite.launchers.embedded import EmbeddedBroker
 
     with EmbeddedBroker(kind) as broker:
         async with KafkaClient(

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from aiokafka_lite._embedded import (
+from aiokafka_lite.launchers.embedded import (
     BROKER_KINDS,
     EmbeddedBroker,
     EmbeddedBrokerError,

@@ -63,7 +63,7 @@ def kerberos_kafka() -> Iterator[KerberosKafka]:
         # a skip even under AIOKAFKA_LITE_REQUIRE_APACHE: Kerberos is optional (.ci/run
         # installs it where apt can; elsewhere these tests say why they did not run)
         pytest.skip(reason)
-    from aiokafka_lite._apache import ApacheKafka, KerberosListener
+    from aiokafka_lite.launchers.apache import ApacheKafka, KerberosListener
 
     kdc = MitKdc().start()
     saved = {k: os.environ.get(k) for k in (*kdc.env(), "KRB5_CLIENT_KTNAME")}
@@ -273,8 +273,8 @@ async def test_an_unanswering_kdc_fails_within_the_connect_timeout(
 ):
     """A KDC that accepts and never answers: the connection fails with KafkaTimeoutError at
     its deadline, the event loop stays free meanwhile (Kerberos runs in a worker thread)."""
-    from aiokafka_lite._embedded import free_port
     from aiokafka_lite.conn import BrokerConnection
+    from aiokafka_lite.launchers.embedded import free_port
 
     kk = kerberos_kafka
     silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", free_port("127.0.0.1"))

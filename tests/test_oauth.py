@@ -438,7 +438,7 @@ async def test_reauthentication_soak(broker, new_topic, mechanism):
     REAUTH_MS) for SOAK_S: many re-authentications, no disconnect, no error, every record
     exactly once and in order."""
     kafka = _need_apache(broker)
-    from aiokafka_lite._apache import REAUTH_MS, SASL_USERS
+    from aiokafka_lite.launchers.apache import REAUTH_MS, SASL_USERS
 
     topic = await new_topic(partitions=1)
     if mechanism == "OAUTHBEARER":
@@ -518,8 +518,8 @@ async def test_reauthentication_keeps_pipelined_requests_in_order(broker):
     several tasks and send_nowait callbacks) across re-authentications: each is answered,
     in the order it was issued, and the connection never closes."""
     kafka = _need_apache(broker)
-    from aiokafka_lite._apache import REAUTH_MS, SASL_USERS
     from aiokafka_lite.conn import BrokerConnection
+    from aiokafka_lite.launchers.apache import REAUTH_MS, SASL_USERS
     from aiokafka_lite.protocol import messages as m
 
     host, port = kafka.reauth_bootstrap.split(",")[0].rsplit(":", 1)
@@ -587,8 +587,8 @@ async def test_refused_reauthentication_closes_with_the_brokers_error(broker):
     """A token refused at re-authentication closes the connection with that error (the
     client then reconnects, and a refused token surfaces as on any connect)."""
     kafka = _need_apache(broker)
-    from aiokafka_lite._apache import REAUTH_MS
     from aiokafka_lite.conn import BrokerConnection
+    from aiokafka_lite.launchers.apache import REAUTH_MS
     from aiokafka_lite.protocol import messages as m
 
     class GoodThenExpired(aiokafka_lite.abc.AbstractTokenProvider):
@@ -685,7 +685,7 @@ async def test_oidc_signed_tokens_checked_by_the_broker_against_jwks(broker, tmp
     import http.server
     import threading
 
-    from aiokafka_lite._apache import ApacheKafka
+    from aiokafka_lite.launchers.apache import ApacheKafka
 
     key, stranger = _RsaKey(tmp_path), _RsaKey(tmp_path)
     issued: list[str] = []

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite._embedded import broker_binary, free_port, probe_api_versions
+from aiokafka_lite.launchers.embedded import broker_binary, free_port, probe_api_versions
 from aiokafka_lite.producer import AIOKafkaProducer
 
 pytestmark = pytest.mark.integration

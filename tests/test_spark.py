@@ -42,7 +42,7 @@ def spark() -> Any:
     """A local[2] SparkSession whose Python workers run this interpreter."""
     if not _java_available():
         pytest.skip("no Java runtime (java not on PATH, JAVA_HOME unset): PySpark needs Java 17+")
-    from aiokafka_lite.spark._reference import QUICK_JVM_CONF, spark_session
+    from aiokafka_lite.launchers.spark_reference import QUICK_JVM_CONF, spark_session
 
     # the same builder as test_spark_reference.py: one session per process serves both
     session = spark_session("aiokafka_lite-tests", conf=QUICK_JVM_CONF)

@@ -1,6 +1,6 @@
 """The ``aiokafka_lite`` data source where Spark runs for real, against Apache Kafka.
 
-* a standalone Spark cluster (a master and two one-core workers, ``aiokafka_lite.spark._cluster``,
+* a standalone Spark cluster (a master and two one-core workers, ``aiokafka_lite.launchers.spark_cluster``,
   started from the pyspark package): batch read, batch write and an availableNow stream run as
   tasks in the executors' Python workers, driven by a classic SparkSession on ``spark://``;
 * Spark Connect: a Connect server (pyspark ships ``spark-connect_2.13``) and a client that
@@ -51,13 +51,13 @@ pytest.importorskip(
 )
 
 from aiokafka_lite.consumer import AIOKafkaConsumer  # noqa: E402
-from aiokafka_lite.producer import AIOKafkaProducer  # noqa: E402
-from aiokafka_lite.spark._cluster import (  # noqa: E402
+from aiokafka_lite.launchers.spark_cluster import (  # noqa: E402
     ConnectServer,
     SparkProcessError,
     StandaloneCluster,
     python_env,
 )
+from aiokafka_lite.producer import AIOKafkaProducer  # noqa: E402
 from aiokafka_lite.structs import TopicPartition  # noqa: E402
 from tests import spark_drivers  # noqa: E402
 from tests.spark_drivers import Driver  # noqa: E402

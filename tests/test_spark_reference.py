@@ -3,7 +3,7 @@
 The same topic is read with both connectors and the DataFrames must be identical (schema,
 columns, values, sorted by partition and offset); rows written by either connector must read
 back identically with the other. So a pipeline can switch between the two by changing only the
-format name. Spark's connector comes from Maven Central (``aiokafka_lite.spark._reference``);
+format name. Spark's connector comes from Maven Central (``aiokafka_lite.launchers.spark_reference``);
 without Java, Maven or pyspark these tests are skipped with the reason. They run on apache and
 noida; on Tansu the reference itself reads short (see ``pytestmark``).
 """
@@ -33,8 +33,8 @@ pytest.importorskip(
     "pyarrow", reason="pyarrow is not installed: pip install 'aiokafka_lite[spark]'"
 )
 
+from aiokafka_lite.launchers import spark_reference as _reference  # noqa: E402
 from aiokafka_lite.producer import AIOKafkaProducer  # noqa: E402
-from aiokafka_lite.spark import _reference  # noqa: E402
 
 FORMATS = ("kafka", "aiokafka_lite")
 

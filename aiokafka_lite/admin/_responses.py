@@ -9,7 +9,13 @@ unpacking and attribute access work) without exposing this client's codec classe
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+
+from .._wire import ItemError
+
+if TYPE_CHECKING:
+    from ..ops.groups import GroupDescription
 
 __all__ = [
     "AlterConfigsResponse",
@@ -195,3 +201,44 @@ class DescribeGroupsResponse(Response):
     FIELDS = ("throttle_time_ms", "groups")
     throttle_time_ms: int
     groups: list[DescribedGroup | DescribedGroupWithOperations]
+
+
+def described_group(
+    d: GroupDescription | ItemError, gid: str, with_operations: bool
+) -> DescribedGroup | DescribedGroupWithOperations:
+    """A DescribeGroups result as aiokafka's response object (its error raised)."""
+    if isinstance(d, ItemError):
+        raise d.exception(f"DescribeGroups of {gid!r}")
+    members = [
+        GroupMember(
+            mb.member_id,
+            mb.client_id,
+            mb.client_host,
+            mb.member_metadata,
+            mb.member_assignment,
+        )
+        for mb in d.members
+    ]
+    code = d.error.code if d.error is not None else 0
+    if with_operations:
+        return DescribedGroupWithOperations(
+            code,
+            d.group_id,
+            d.state,
+            d.protocol_type,
+            d.protocol,
+            members,
+            d.authorized_operations,
+        )
+    return DescribedGroup(code, d.group_id, d.state, d.protocol_type, d.protocol, members)
+
+
+_A = TypeVar("_A", bound=AlterConfigsResponse)
+
+
+def altered(results: Iterable[Any], cls: type[_A]) -> _A:
+    """Alter(Incremental)Configs results as aiokafka's response object of class ``cls``."""
+    return cls(
+        throttle_time_ms=0,
+        resources=[AlteredResource(r.error_code, r.error_message, r.type, r.name) for r in results],
+    )

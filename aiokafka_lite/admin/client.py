@@ -17,11 +17,11 @@ import datetime as _dt
 import logging
 import ssl
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .. import errors as Errors
-from ..client import KafkaClient
+from .._settings import ClientSettings
 from ..ops import Deadline, ItemError, raise_item_errors
 from ..ops import acls as acl_ops
 from ..ops import configs as config_ops
@@ -30,7 +30,8 @@ from ..ops import offsets as offset_ops
 from ..ops import topics as topic_ops
 from ..structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from . import _responses as R
-from .config_resource import ConfigResource, ConfigResourceType
+from ._reset import EARLIEST, LATEST, reset_offsets
+from .config_resource import ConfigResource, by_target
 from .new_partitions import NewPartitions
 from .new_topic import NewTopic
 from .records_to_delete import RecordsToDelete
@@ -39,11 +40,8 @@ __all__ = ["AIOKafkaAdminClient"]
 
 log = logging.getLogger(__name__)
 
-_A = TypeVar("_A", bound=R.AlterConfigsResponse)
 
 #: ``reset_consumer_group_offsets`` targets
-EARLIEST = "earliest"
-LATEST = "latest"
 
 
 class AIOKafkaAdminClient:
@@ -81,7 +79,7 @@ class AIOKafkaAdminClient:
                 stacklevel=2,
             )
         self._request_timeout_ms = request_timeout_ms
-        self._client = KafkaClient(
+        self._settings = ClientSettings(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
@@ -98,6 +96,7 @@ class AIOKafkaAdminClient:
             sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             allow_auto_topic_creation=False,  # looking at a topic must never create it
         )
+        self._client = self._settings.new_client()
         self._started = False
         self._closed = False
 
@@ -246,23 +245,6 @@ class AIOKafkaAdminClient:
     def _resource(res: ConfigResource, configs: Any) -> config_ops.Resource:
         return config_ops.Resource(int(res.resource_type), str(res.name), configs)
 
-    @staticmethod
-    def _by_target(
-        config_resources: Iterable[ConfigResource],
-    ) -> tuple[dict[int, list[ConfigResource]], list[ConfigResource]]:
-        brokers: dict[int, list[ConfigResource]] = {}
-        others: list[ConfigResource] = []
-        for res in config_resources:
-            if res.resource_type == ConfigResourceType.BROKER:
-                if not str(res.name).isdigit():
-                    raise Errors.IllegalArgumentError(
-                        f"a BROKER config resource is named by its node id, not {res.name!r}"
-                    )
-                brokers.setdefault(int(res.name), []).append(res)
-            else:
-                others.append(res)
-        return brokers, others
-
     async def describe_configs(
         self,
         config_resources: list[ConfigResource],
@@ -271,7 +253,7 @@ class AIOKafkaAdminClient:
         """Describe configs: one response per broker asked (broker resources go to that broker),
         then one for the topic resources. A resource's ``configs`` keys filter the names (None:
         all). Per-resource errors are in ``resources[i].error_code``."""
-        brokers, others = self._by_target(config_resources)
+        brokers, others = by_target(config_resources)
         batches = [*brokers.values(), *([others] if others else [])]
 
         async def one(batch: list[ConfigResource]) -> R.DescribeConfigsResponse:
@@ -307,30 +289,22 @@ class AIOKafkaAdminClient:
 
         return list(await asyncio.gather(*(one(b) for b in batches)))
 
-    def _altered(self, results: Iterable[config_ops.ConfigResult], cls: type[_A]) -> _A:
-        return cls(
-            throttle_time_ms=0,
-            resources=[
-                R.AlteredResource(r.error_code, r.error_message, r.type, r.name) for r in results
-            ],
-        )
-
     async def alter_configs(
         self, config_resources: list[ConfigResource]
     ) -> list[R.AlterConfigsResponse]:
         """Replace the dynamic configs of resources (AlterConfigs: configs not named revert to
         their defaults; prefer :meth:`incremental_alter_configs`). Returns the topic response
         first, then one per broker, as aiokafka."""
-        brokers, others = self._by_target(config_resources)
+        brokers, others = by_target(config_resources)
         batches = [others, *brokers.values()]
 
         async def one(batch: list[ConfigResource]) -> R.AlterConfigsResponse:
             if not batch:
-                return self._altered([], R.AlterConfigsResponse)
+                return R.altered([], R.AlterConfigsResponse)
             results = await config_ops.alter_configs(
                 self._client, [self._resource(r, dict(r.configs or {})) for r in batch]
             )
-            return self._altered(results, R.AlterConfigsResponse)
+            return R.altered(results, R.AlterConfigsResponse)
 
         return list(await asyncio.gather(*(one(b) for b in batches)))
 
@@ -364,7 +338,7 @@ class AIOKafkaAdminClient:
                     out[name] = (config_ops.AlterOp.SET, str(value))
             return out
 
-        brokers, others = self._by_target(config_resources)
+        brokers, others = by_target(config_resources)
         batches = [b for b in (others, *brokers.values()) if b]
         wanted = [[self._resource(r, changes(r)) for r in b] for b in batches]
         answers = await asyncio.gather(
@@ -375,7 +349,7 @@ class AIOKafkaAdminClient:
                 for w in wanted
             )
         )
-        return [self._altered(a, R.IncrementalAlterConfigsResponse) for a in answers]
+        return [R.altered(a, R.IncrementalAlterConfigsResponse) for a in answers]
 
     # ---------------------------------------------------------------- groups
 
@@ -421,42 +395,13 @@ class AIOKafkaAdminClient:
             return R.DescribeGroupsResponse(
                 throttle_time_ms=0,
                 groups=[
-                    self._described(d, gid, include_authorized_operations)
+                    R.described_group(d, gid, include_authorized_operations)
                     for gid in gids
                     if (d := found.get(gid)) is not None
                 ],
             )
 
         return list(await asyncio.gather(*(one(n, g) for n, g in by_node.items())))
-
-    @staticmethod
-    def _described(
-        d: group_ops.GroupDescription | ItemError, gid: str, with_operations: bool
-    ) -> R.DescribedGroup | R.DescribedGroupWithOperations:
-        if isinstance(d, ItemError):
-            raise d.exception(f"DescribeGroups of {gid!r}")
-        members = [
-            R.GroupMember(
-                mb.member_id,
-                mb.client_id,
-                mb.client_host,
-                mb.member_metadata,
-                mb.member_assignment,
-            )
-            for mb in d.members
-        ]
-        code = d.error.code if d.error is not None else 0
-        if with_operations:
-            return R.DescribedGroupWithOperations(
-                code,
-                d.group_id,
-                d.state,
-                d.protocol_type,
-                d.protocol,
-                members,
-                d.authorized_operations,
-            )
-        return R.DescribedGroup(code, d.group_id, d.state, d.protocol_type, d.protocol, members)
 
     async def list_consumer_groups(
         self, broker_ids: list[int] | None = None
@@ -555,63 +500,14 @@ class AIOKafkaAdminClient:
         mapping's keys). The group must be empty (NonEmptyGroup otherwise). Returns the new
         offsets; with ``dry_run`` nothing is committed.
         """
-        described = await group_ops.describe_groups(self._client, [group_id])
-        desc = described.get(group_id)
-        if isinstance(desc, ItemError):
-            raise desc.exception(f"DescribeGroups of {group_id!r}")
-        if desc is not None and desc.state not in ("Empty", "Dead", ""):
-            raise Errors.NonEmptyGroup(
-                f"group {group_id!r} is {desc.state} with {len(desc.members)} member(s): "
-                "stop its consumers before resetting offsets"
-            )
-        if isinstance(to, Mapping):
-            tps = list(partitions) if partitions else list(to)
-        elif partitions:
-            tps = list(partitions)
-        else:
-            committed = await offset_ops.fetch_committed(self._client, group_id)
-            tps = sorted(tp for tp, om in committed.items() if isinstance(om, OffsetAndMetadata))
-        if not tps:
-            return {}
-        tps = [TopicPartition(*tp) for tp in tps]
-        earliest = await offset_ops.list_offsets(
-            self._client, dict.fromkeys(tps, offset_ops.EARLIEST), unknown_topic_is_error=True
+        return await reset_offsets(
+            self._client,
+            group_id,
+            to,
+            partitions,
+            dry_run=dry_run,
+            commit=self.alter_consumer_group_offsets,
         )
-        latest = await offset_ops.list_offsets(
-            self._client, dict.fromkeys(tps, offset_ops.LATEST), unknown_topic_is_error=True
-        )
-        target: dict[TopicPartition, int] = {}
-        if to == EARLIEST:
-            target = {tp: earliest[tp].offset for tp in tps}
-        elif to == LATEST:
-            target = {tp: latest[tp].offset for tp in tps}
-        elif isinstance(to, _dt.datetime):
-            ms = int(to.timestamp() * 1000)
-            found = await offset_ops.list_offsets(
-                self._client, dict.fromkeys(tps, ms), unknown_topic_is_error=True
-            )
-            target = {
-                tp: found[tp].offset if found[tp].offset >= 0 else latest[tp].offset for tp in tps
-            }
-        elif isinstance(to, Mapping):
-            target = {tp: int(to[tp]) for tp in tps if tp in to}
-            missing = [tp for tp in tps if tp not in to]
-            if missing:
-                raise Errors.IllegalArgumentError(f"no target offset for {missing}")
-        elif isinstance(to, int) and not isinstance(to, bool):
-            target = dict.fromkeys(tps, to)
-        else:
-            raise Errors.IllegalArgumentError(
-                f"reset target {to!r}: expected 'earliest', 'latest', a datetime, an offset "
-                "or {TopicPartition: offset}"
-            )
-        new = {
-            tp: OffsetAndMetadata(max(earliest[tp].offset, min(off, latest[tp].offset)), "")
-            for tp, off in target.items()
-        }
-        if not dry_run:
-            await self.alter_consumer_group_offsets(group_id, new)
-        return new
 
     # --------------------------------------------------------------- offsets
 

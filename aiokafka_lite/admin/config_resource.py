@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
@@ -47,3 +48,22 @@ class ConfigResource:
 
     def __repr__(self) -> str:
         return f"ConfigResource({self.resource_type.name}, {self.name!r}, configs={self.configs!r})"
+
+
+def by_target(
+    config_resources: Iterable[ConfigResource],
+) -> tuple[dict[int, list[ConfigResource]], list[ConfigResource]]:
+    """``(broker resources by node id, the other resources)``: a broker's configs are asked of
+    that broker."""
+    brokers: dict[int, list[ConfigResource]] = {}
+    others: list[ConfigResource] = []
+    for res in config_resources:
+        if res.resource_type == ConfigResourceType.BROKER:
+            if not str(res.name).isdigit():
+                raise Errors.IllegalArgumentError(
+                    f"a BROKER config resource is named by its node id, not {res.name!r}"
+                )
+            brokers.setdefault(int(res.name), []).append(res)
+        else:
+            others.append(res)
+    return brokers, others

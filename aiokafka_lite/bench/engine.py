@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ._shared import PREFIX_ERROR, PREFIX_PROGRESS, PREFIX_RESULT
 from .admin import create_topic, delete_topic
 from .config import CLIENTS, CONSUME_APIS, HOOK_VARIANTS, PRODUCE_APIS, RunConfig
 from .progress import ProgressUI
 from .stats import RESULT_METRICS, median_or_none
-from .worker import PREFIX_ERROR, PREFIX_PROGRESS, PREFIX_RESULT
 
 __all__ = ["BenchOptions", "BenchError", "run_benchmark", "machine_info"]
 
@@ -303,7 +303,7 @@ def _broker(opts: BenchOptions) -> Iterator[tuple[str, str]]:
     if opts.bootstrap:
         yield opts.bootstrap, opts.broker_label
         return
-    from aiokafka_lite._embedded import EmbeddedBroker, EmbeddedBrokerError
+    from aiokafka_lite.launchers.embedded import EmbeddedBroker, EmbeddedBrokerError
 
     try:
         broker = EmbeddedBroker(opts.broker_kind).start()
@@ -380,7 +380,7 @@ def run_benchmark(opts: BenchOptions, ui: ProgressUI) -> dict[str, Any]:
 
 
 def _check_reachable(bootstrap: str) -> None:
-    from aiokafka_lite._embedded import probe_api_versions
+    from aiokafka_lite.launchers.embedded import probe_api_versions
 
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")

@@ -13,8 +13,8 @@ import time
 from functools import partial
 from typing import Any
 
+from ._shared import HEADERS, STAMP_TAG, Progress, key_pool, value_pool
 from .config import RunConfig
-from .worker import HEADERS, STAMP_TAG, Progress, key_pool, value_pool
 
 __all__ = ["run", "client_classes"]
 

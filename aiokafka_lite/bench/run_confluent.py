@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Any
 
+from ._shared import HEADERS, STAMP_TAG, Progress, key_pool, value_pool
 from .config import RunConfig
-from .worker import HEADERS, STAMP_TAG, Progress, key_pool, value_pool
 
 __all__ = ["run"]
 

@@ -51,8 +51,8 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     """Start, print the bootstrap, wait for Ctrl-C/SIGTERM or the broker's death, stop."""
-    from .._apache import REAUTH_MS, ApacheKafka, ApacheKafkaError, apache_available
-    from .._embedded import EmbeddedBroker, EmbeddedBrokerError
+    from ..launchers.apache import REAUTH_MS, ApacheKafka, ApacheKafkaError, apache_available
+    from ..launchers.embedded import EmbeddedBroker, EmbeddedBrokerError
 
     if args.data_dir and args.kind != "noida":
         raise CliError("--data-dir applies to --kind noida only")

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
-from aiokafka_lite.client import KafkaClient
+from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite.hooks import ClientInfo, HookSet, emit
 from aiokafka_lite.ops import topics as topic_ops
 from aiokafka_lite.structs import (
@@ -141,7 +141,7 @@ class AIOKafkaConsumer:
         #: on_consume hooks: called for every record handed out
         self._h_consume = self._hooks.on_consume
         # kept for commit() after stop(), which commits through a new client of these settings
-        self._client_args: dict[str, Any] = dict(
+        self._settings = ClientSettings(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
@@ -157,9 +157,8 @@ class AIOKafkaConsumer:
             sasl_kerberos_service_name=sasl_kerberos_service_name,
             sasl_kerberos_domain_name=sasl_kerberos_domain_name,
             allow_auto_topic_creation=allow_auto_create_topics,
-            hooks=self._hooks,
         )
-        self._client = KafkaClient(**self._client_args)
+        self._client = self._settings.new_client(self._hooks)
         self._group_id = group_id
         self._group_instance_id = group_instance_id
         self._allow_auto_create = allow_auto_create_topics
@@ -616,7 +615,7 @@ class AIOKafkaConsumer:
         to_commit = self._offsets_to_commit(coordinator, offsets)
         if not to_commit:
             return
-        client = KafkaClient(**self._client_args)
+        client = self._settings.new_client(self._hooks)
         try:
             await client.start()
             await coordinator.commit_through(client, to_commit)

@@ -32,12 +32,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import errors as Errors
+from .._wire import Coordinator, ItemError, find_coordinator_request, parse_find_coordinator
 from ..errors import RetryAction, retry_action
-from ..protocol import messages as m
 from ..structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -70,24 +69,6 @@ _UNKNOWN_TOPIC = Errors.UnknownTopicOrPartitionError.errno  # 3
 #: CONCURRENT_TRANSACTIONS clears quickly: retried after this instead of retry_backoff_ms
 _CONCURRENT_TRANSACTIONS = Errors.ConcurrentTransactions.errno  # 51
 _CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
-
-
-@dataclass(frozen=True)
-class ItemError:
-    """A per-item error in a parsed response: the code and the broker's message (if any)."""
-
-    code: int
-    message: str | None = None
-
-    def exception(self, what: str) -> Errors.KafkaError:
-        """The :mod:`~aiokafka_lite.errors` exception for this code, naming ``what``."""
-        text = f"{what}: {self.message}" if self.message else what
-        return Errors.for_code(self.code)(text)
-
-    @property
-    def retriable(self) -> bool:
-        """True for codes worth retrying (retriable, stale metadata, coordinator moved)."""
-        return retry_action(self.code).retriable
 
 
 def raise_item_errors(results: Mapping[Any, Any], what: str) -> None:
@@ -420,33 +401,6 @@ async def at_coordinator(
 
 
 # -------------------------------------------------------------------------- FindCoordinator
-
-
-@dataclass(frozen=True)
-class Coordinator:
-    """A FindCoordinator answer for one key (``error`` set when it failed)."""
-
-    node_id: int
-    host: str
-    port: int
-    error: ItemError | None = None
-
-
-def find_coordinator_request(key: str, key_type: int = 0) -> Any:
-    """FindCoordinator for a group (``key_type`` 0) or transactional id (1)."""
-    # Both shapes are filled; the codec writes the one the negotiated version has.
-    return m.FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key])
-
-
-def parse_find_coordinator(resp: Any, key: str) -> Coordinator:
-    """The coordinator of ``key`` from a v0-v3 or batched v4+ answer."""
-    if resp.coordinators:
-        c = next((c for c in resp.coordinators if c.key == key), resp.coordinators[0])
-        code, msg, nid, host, port = c.error_code, c.error_message, c.node_id, c.host, c.port
-    else:
-        code, msg = resp.error_code, resp.error_message
-        nid, host, port = resp.node_id, resp.host, resp.port
-    return Coordinator(int(nid), host, int(port), ItemError(code, msg) if code else None)
 
 
 async def find_coordinator(

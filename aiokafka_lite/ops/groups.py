@@ -49,8 +49,8 @@ __all__ = [
 # -------------------------------------------------------------------------- FindCoordinator
 
 
-# ``Coordinator``, ``find_coordinator_request`` and ``parse_find_coordinator`` live with the
-# executor's look-up (``_exec.find_coordinator``) and are re-exported here.
+# ``Coordinator``, ``find_coordinator_request`` and ``parse_find_coordinator`` live below the
+# client (``_wire``), the look-up in the executor (``_exec.find_coordinator``); re-exported here.
 
 
 # ---------------------------------------------------------------------------- DescribeGroups

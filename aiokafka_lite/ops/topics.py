@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._wire import metadata_request
 from ..protocol import messages as m
 from ._exec import ItemError, to_controller, to_node
 
@@ -210,16 +211,6 @@ async def create_partitions(
 
 
 # ---------------------------------------------------------------------------------- Metadata
-
-
-def metadata_request(topics: Iterable[str] | None, allow_auto_topic_creation: bool = False) -> Any:
-    """Metadata of ``topics`` (None: every topic; an empty list: brokers only)."""
-    return m.MetadataRequest(
-        topics=None
-        if topics is None
-        else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-        allow_auto_topic_creation=allow_auto_topic_creation,
-    )
 
 
 async def metadata(

@@ -3,7 +3,7 @@
 Tests (``tests/test_spark_reference.py``) and ``benchmarks/bench_spark.py`` compare the
 ``aiokafka_lite`` data source with Spark's built-in ``spark-sql-kafka-0-10`` connector. That
 connector is not part of pyspark; it is a Maven artifact. :func:`reference_jars` asks Maven
-(``reference-pom.xml`` beside this file, version pinned) for its runtime classpath once, keeps
+(``spark-reference-pom.xml`` beside this file, version pinned) for its runtime classpath once, keeps
 only the jars pyspark does not already ship (the connector, its token provider, kafka-clients,
 commons-pool2) and caches the list; :func:`spark_session` hands them to the session with
 ``spark.jars``. Nothing goes through Ivy (``spark.jars.packages``) or any repository but Maven
@@ -45,7 +45,7 @@ QUICK_JVM_CONF = {
     "spark.sql.streaming.stopTimeout": "10s",
 }
 
-_POM = Path(__file__).with_name("reference-pom.xml")
+_POM = Path(__file__).with_name("spark-reference-pom.xml")
 _lock = threading.Lock()
 
 

@@ -1,0 +1,152 @@
+"""The sans-I/O half of a broker connection: framing, correlation ids, the pending table.
+
+:class:`Session` turns requests into frames under consecutive correlation ids and a byte stream
+back into response payloads, and keeps the table of requests awaiting an answer. It performs no
+I/O and knows no event loop: :class:`aiokafka_lite.conn.BrokerConnection` (the I/O shell) writes
+the frames it makes, feeds it the bytes its transport receives and stores in the table whatever
+it needs to complete a request (its waiter, deadline timer, ...), as h11 does for HTTP/1.1.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import CorrelationIdError, KafkaProtocolError, UnsupportedVersionError
+from .frames import decode_response, encode_request
+
+__all__ = ["Session", "api_name", "decode_answer", "pick_version"]
+
+_I32 = struct.Struct(">i")
+_API_VERSIONS_KEY = 18
+# error_code int16 35 right after the 4-byte correlation id of an ApiVersions response
+_API_VERSIONS_UNSUPPORTED = b"\x00\x23"
+
+
+class Session:
+    """Correlation ids, the pending table and the framing of one connection.
+
+    ``pending`` maps the correlation id of each request awaiting an answer to the caller's
+    entry, oldest first (Kafka answers in order); the shell reads and writes it directly.
+    """
+
+    __slots__ = ("client_id", "max_response_size", "peer", "pending", "_next_corr", "_rbuf")
+
+    def __init__(self, client_id: str, max_response_size: int, peer: str) -> None:
+        self.client_id = client_id
+        self.max_response_size = max_response_size
+        self.peer = peer  # "host:port", for error messages
+        self.pending: dict[int, Any] = {}
+        self._next_corr = 0
+        self._rbuf = bytearray()  # the start of a frame not yet complete
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame received so far."""
+        return len(self._rbuf)
+
+    def frame(self, request: Any, version: int) -> tuple[int, bytearray]:
+        """``request`` encoded as a frame under the next correlation id: ``(id, frame)``.
+        The id is used up only when encoding succeeds."""
+        corr = self._next_corr
+        frame = encode_request(request, version, corr, self.client_id)
+        self._next_corr = (corr + 1) & 0x7FFFFFFF
+        return corr, frame
+
+    def responses(self, data: bytes) -> Iterator[tuple[int, Any, bytes]]:
+        """``(correlation id, entry, payload)`` for each complete response frame in ``data``
+        and the bytes kept from earlier calls, its entry taken out of the pending table; an
+        incomplete tail is kept for the next call. A frame size outside
+        ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is read, and a
+        correlation id matching no pending request ``CorrelationIdError``. Stopping the
+        iteration early drops what was not yet yielded (the stream is closing)."""
+        buf = self._rbuf
+        if buf:
+            buf += data
+            view: bytes | bytearray = buf
+        else:
+            view = data
+        end = len(view)
+        pos = 0
+        unpack = _I32.unpack_from
+        max_size = self.max_response_size
+        pending = self.pending
+        while end - pos >= 4:
+            (size,) = unpack(view, pos)
+            if size < 4 or size > max_size:
+                raise KafkaProtocolError(
+                    f"response frame size {size} from {self.peer} is outside "
+                    f"4..{max_size} (max_response_size)"
+                )
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            payload = (
+                view[pos + 4 : stop] if view is data else bytes(memoryview(buf)[pos + 4 : stop])
+            )
+            pos = stop
+            (corr,) = unpack(payload)
+            entry = pending.pop(corr, None)
+            if entry is None:
+                raise CorrelationIdError(
+                    f"response from {self.peer} has correlation id {corr}, "
+                    f"which matches no pending request"
+                )
+            yield corr, entry, payload
+        if view is data:
+            if pos < end:
+                buf += data[pos:] if pos else data
+        elif pos:
+            del buf[:pos]
+
+    def reset(self) -> dict[int, Any]:
+        """Forget the stream (it closed): the pending entries, handed back, and the buffer."""
+        pending, self.pending = self.pending, {}
+        self._rbuf = bytearray()
+        return pending
+
+
+def decode_answer(cls: Any, version: int, payload: bytes) -> Any:
+    """The response of ``cls`` at ``version`` in ``payload`` (an ApiVersions refusal of the
+    version always comes in the v0 body)."""
+    if cls.API_KEY == _API_VERSIONS_KEY and payload[4:6] == _API_VERSIONS_UNSUPPORTED:
+        version = 0
+    return decode_response(cls, version, payload)
+
+
+_API_NAMES: dict[Any, str] = {}
+
+
+def api_name(request_class: Any) -> str:
+    """``ProduceRequest`` -> ``"Produce"`` (cached)."""
+    name = _API_NAMES.get(request_class)
+    if name is None:
+        name = request_class.__name__
+        if name.endswith("Request"):
+            name = name[:-7]
+        _API_NAMES[request_class] = name
+    return name
+
+
+def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], where: str) -> int:
+    """``min(client max, broker max)`` for ``request_class``; both minimums must be met.
+
+    ``api_versions`` maps api key -> (broker min, broker max) as learnt from ApiVersions.
+    Raises ``UnsupportedVersionError`` with both ranges in the message otherwise.
+    """
+    key = request_class.API_KEY  # type: ignore[attr-defined]
+    cmin, cmax = request_class.MIN_VERSION, request_class.MAX_VERSION  # type: ignore[attr-defined]
+    rng = api_versions.get(key)
+    if rng is None:
+        raise UnsupportedVersionError(
+            f"{where} does not support {request_class.__name__} (api key {key})"
+        )
+    bmin, bmax = rng
+    version = min(cmax, bmax)
+    if version < cmin or version < bmin:
+        raise UnsupportedVersionError(
+            f"no common version for {request_class.__name__} (api key {key}): client supports "
+            f"v{cmin}-v{cmax}, {where} supports v{bmin}-v{bmax}"
+        )
+    return int(version)
