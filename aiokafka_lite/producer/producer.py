@@ -17,7 +17,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
-from aiokafka_lite.client import KafkaClient
+from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite.hooks import ClientInfo, HookSet, apply_send
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.batch import (
@@ -133,7 +133,7 @@ class AIOKafkaProducer:
         )
         #: on_send hooks: while there are any, every send() takes _send (see _update_gate)
         self._h_send = self._hooks.on_send
-        self.client = KafkaClient(
+        self._settings = ClientSettings(
             bootstrap_servers=bootstrap_servers,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
@@ -148,8 +148,8 @@ class AIOKafkaProducer:
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             sasl_kerberos_service_name=sasl_kerberos_service_name,
             sasl_kerberos_domain_name=sasl_kerberos_domain_name,
-            hooks=self._hooks,
         )
+        self.client = self._settings.new_client(self._hooks)
         self._acks = acks
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
