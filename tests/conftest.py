@@ -314,6 +314,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     return line
 
 
+#: fixtures that start a real broker: their tests are marked ``integration``
+_BROKER_FIXTURES = frozenset({"broker", "apache_cluster", "apache39", "kerberos_kafka"})
 #: modules whose tests need a Spark session (one per worker process that runs them)
 _SPARK_MODULES = ("test_spark", "test_spark_reference", "test_spark_cluster")
 #: Apache-only modules that drive other clients (the Java oracle, the 3.9 broker, SASL/TLS
@@ -388,9 +390,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         # reports carry it to the process that prints the per-kind counts (xdist's controller)
         item.user_properties.append(("broker_kind", group))
-        if "broker" not in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if _BROKER_FIXTURES.intersection(names):  # `-m "not integration"`: no broker at all
+            item.add_marker(pytest.mark.integration)
+        if "broker" not in names:
             continue
-        item.add_marker(pytest.mark.integration)
         callspec = getattr(item, "callspec", None)
         kind = callspec.params.get("broker") if callspec is not None else None
         for mark in item.iter_markers("skip_broker"):

@@ -13,6 +13,7 @@ from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 pytestmark = pytest.mark.cluster
 
 
+@pytest.mark.timeout(300)  # a hang guard: the node's restart (readiness) is inside the test
 async def test_groups_on_every_coordinator_and_offsets_across_a_leader_failover(apache_cluster):
     topic = f"admin-cluster-{uuid.uuid4().hex[:8]}"
     tp0 = TopicPartition(topic, 0)
@@ -44,8 +45,14 @@ async def test_groups_on_every_coordinator_and_offsets_across_a_leader_failover(
             if p["partition"] == 0
         )
         node = apache_cluster.process.node(leader)
-        node.kill()  # conftest's _whole_cluster starts it again after the test
-        found = await asyncio.wait_for(admin.list_offsets({tp0: "latest"}), 60)
-        assert found[tp0].offset == 0
+        node.kill()
+        try:
+            found = await asyncio.wait_for(admin.list_offsets({tp0: "latest"}), 60)
+            assert found[tp0].offset == 0
+        finally:
+            # back before the deletes: with a replica down, the coordinators' writes wait until
+            # the ISR shrinks (replica.lag.time.max.ms, 30 s), as long as request_timeout_ms
+            node.start()
+            await asyncio.to_thread(apache_cluster.process.wait_ready)
         await admin.delete_consumer_groups(groups)
         await admin.delete_topics([topic])
