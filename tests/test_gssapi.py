@@ -277,7 +277,12 @@ async def test_an_unanswering_kdc_fails_within_the_connect_timeout(
     from aiokafka_lite.launchers.embedded import free_port
 
     kk = kerberos_kafka
-    silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", free_port("127.0.0.1"))
+    # the KDC's connections are kept open and unanswered (Python 3.13 closes a stream writer
+    # that is garbage-collected: libkrb5 then saw a refused KDC, not a silent one)
+    held: list[asyncio.StreamWriter] = []
+    silent = await asyncio.start_server(
+        lambda r, w: held.append(w), "127.0.0.1", free_port("127.0.0.1")
+    )
     silent_port = silent.sockets[0].getsockname()[1]
     conf = tmp_path / "krb5.conf"
     conf.write_text(
@@ -305,6 +310,8 @@ async def test_an_unanswering_kdc_fails_within_the_connect_timeout(
     finally:
         ticker.cancel()
         silent.close()
+        for w in held:
+            w.close()
     elapsed = time.monotonic() - start
     assert 1.0 < elapsed < 5.0, elapsed
     assert ticks >= 10  # the loop ran other work while Kerberos waited

@@ -174,10 +174,20 @@ def _make_tls(directory: Path) -> tuple[Path, Path]:
     ca_key, ca = directory / "ca.key", directory / "ca.pem"
     key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.pem"
     ext = directory / "server.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    # what X.509 strict verification (Python 3.13's default contexts) asks of a server
+    # certificate: the issuer's key identifier, not a CA, the names in subjectAltName
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+        "subjectKeyIdentifier=hash\n"
+        "basicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
     steps = [
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-keyout", ca_key, "-out", ca, "-subj", "/CN=aiokafka_lite test CA"],
+         "-keyout", ca_key, "-out", ca, "-subj", "/CN=aiokafka_lite test CA",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
         ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
          "-subj", "/CN=127.0.0.1"],
         ["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
