@@ -227,18 +227,11 @@ def _whole_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     cluster = request.getfixturevalue("apache_cluster").process
-
-    def restore() -> None:
-        for n in cluster.nodes:
-            if n.paused:
-                n.resume()
-            if not n.running:
-                n.start()
-        cluster.wait_ready()
-
-    restore()
+    cluster.bring_back()
+    cluster.wait_ready()
     yield
-    restore()
+    cluster.bring_back()
+    cluster.wait_ready()
 
 
 @pytest.fixture(scope="session")

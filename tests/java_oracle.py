@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -249,11 +250,10 @@ def _run(
     props = options.pop("client_properties", None)
     props_file = None
     if props:
-        import tempfile
-
         fd, props_file = tempfile.mkstemp(prefix="kafka-oracle-", suffix=".properties")
         with os.fdopen(fd, "w") as f:  # values as Java reads them: backslashes escaped
-            f.writelines(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in props.items())
+            for k, v in props.items():
+                f.write(k + "=" + str(v).replace("\\", "\\\\") + "\n")
         options["client_properties"] = props_file
     args = [*java_command(kafka_version), command, *_options(**options)]
     try:

@@ -113,16 +113,6 @@ async def _new_group(bootstrap: str) -> tuple[str, int]:
         await admin.close()
 
 
-async def _bring_back(cluster: Any) -> None:
-    """Resume paused nodes and start stopped ones, without waiting for them: conftest's
-    ``_whole_cluster`` waits for readiness after the test, outside the test's timeout."""
-    for n in cluster.nodes:
-        if n.paused:
-            n.resume()
-        if not n.running:
-            await asyncio.to_thread(n.start)
-
-
 async def _read_all(
     bootstrap: str,
     topic: str,
@@ -294,7 +284,7 @@ async def test_kill_leader_during_idempotent_flood(
         await asyncio.wait([follower], timeout=10)
         await tail.stop()
         await producer.stop()
-        await _bring_back(cluster)
+        await asyncio.to_thread(cluster.bring_back)  # _whole_cluster waits
 
     for exc in failed:
         assert isinstance(exc, Errors.KafkaError), repr(exc)
@@ -401,7 +391,7 @@ async def test_controlled_shutdown_of_leader_producer_and_group_move(
             t.cancel()
         await consumer.stop()
         await producer.stop()
-        await _bring_back(cluster)
+        await asyncio.to_thread(cluster.bring_back)  # _whole_cluster waits
     assert not pending, "producer or consumer hung"
     for t in done:
         t.result()  # neither loop raised
@@ -502,7 +492,7 @@ async def test_paused_leader_no_hang_no_loss_group_resumes_from_commits(
             t.cancel()
         await producer.stop()
         await consumer.stop()
-        await _bring_back(cluster)
+        await asyncio.to_thread(cluster.bring_back)  # _whole_cluster waits
     assert not pending, "producer or consumer hung"
     for t in done:
         t.result()
@@ -576,7 +566,7 @@ async def test_transaction_coordinator_killed_mid_transaction(
         committed_values.update(range(2000, 2010))
     finally:
         await producer.stop()
-        await _bring_back(cluster)
+        await asyncio.to_thread(cluster.bring_back)  # _whole_cluster waits
 
     got = await _read_all(bootstrap, topic, partitions, isolation_level="read_committed")
     values = [_seq(v) for recs in got.values() for _, v in recs]
@@ -630,7 +620,7 @@ async def test_transaction_coordinator_killed_during_commit(
         committed_values.update(range(2000, 2010))
     finally:
         await producer.stop()
-        await _bring_back(cluster)
+        await asyncio.to_thread(cluster.bring_back)  # _whole_cluster waits
     got = await _read_all(bootstrap, topic, partitions, isolation_level="read_committed")
     values = [_seq(v) for recs in got.values() for _, v in recs]
     assert len(values) == len(set(values))
@@ -725,7 +715,7 @@ async def test_whole_cluster_paused_send_blocks_on_bytes_then_delivers_once_in_o
             print(f"\n[cluster] send() blocked after {len(accepted)} records ({buffered} bytes)")
             assert buffered >= budget // 2, f"blocked with {buffered} of {budget} bytes buffered"
         finally:
-            await _bring_back(cluster)
+            await asyncio.to_thread(cluster.bring_back)  # _whole_cluster waits
         await asyncio.wait_for(producer.flush(), 120)
         assert all(h.exception() is None for h in handles)
         assert producer._acc.pool.used == 0

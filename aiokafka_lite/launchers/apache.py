@@ -241,6 +241,14 @@ class ApacheKafka:
                     f"formatting node {n.node_id} failed: {(proc.stdout + proc.stderr)[-2000:]}"
                 )
 
+    def bring_back(self) -> None:
+        """Resume paused nodes and start stopped ones, without waiting (see :meth:`wait_ready`)."""
+        for n in self.nodes:
+            if n.paused:
+                n.resume()
+            if not n.running:
+                n.start()
+
     def wait_ready(self, nodes: list[ApacheNode] | None = None) -> None:
         """Wait until the given nodes (default: all) answer and Metadata lists every running node."""
         targets = self.nodes if nodes is None else nodes
