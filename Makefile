@@ -10,7 +10,7 @@ PY ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
 KIND ?= tansu
 
-.PHONY: install jars test pythons lint bench broker demo clean
+.PHONY: install jars test pythons lint bench broker demo clean protocol
 
 install:
 	@if [ ! -x "$(PY)" ]; then \
@@ -56,6 +56,14 @@ lint:
 
 bench:
 	$(PY) -m benchmarks
+
+# regenerate aiokafka_lite/protocol/_schemas.py: the long-lived APIs from ../shared's definitions,
+# the Kafka 4 group APIs (KIP-848, KIP-932) from the kafka-clients 4.4 jar that `make jars` resolves
+KAFKA_CLIENTS_JAR ?= $(HOME)/.m2/repository/org/apache/kafka/kafka-clients/4.4.0/kafka-clients-4.4.0.jar
+protocol:
+	rm -rf build/kafka-messages && mkdir -p build/kafka-messages
+	cd build/kafka-messages && unzip -q $(KAFKA_CLIENTS_JAR) 'common/message/*.json'
+	$(PY) -m aiokafka_lite.protocol._generate ../shared/kafka-protocol/message build/kafka-messages/common/message
 
 # `make broker KIND=apache` (or tansu, noida): a throw-away broker in the foreground
 broker:

@@ -1,8 +1,14 @@
 """Development-time generator: Kafka JSON message definitions -> ``_schemas.py``.
 
-Run from the repository root whenever the set of APIs changes::
+Run from the repository root whenever the set of APIs changes (``make protocol`` does it)::
 
-    python -m aiokafka_lite.protocol._generate ../shared/kafka-protocol/message
+    python -m aiokafka_lite.protocol._generate ../shared/kafka-protocol/message DIR44
+
+where ``DIR44`` holds ``common/message/*.json`` unpacked from the ``kafka-clients`` 4.4 jar.
+The long-lived APIs come from the first directory, whose definitions still carry the old
+versions that Kafka 3.x and the embedded brokers speak (4.x definitions dropped them). The Kafka 4
+group APIs (:data:`APIS_4X`: KIP-848 consumer groups, KIP-932 share groups) come from the second,
+because their early-access versions were replaced before they became generally available.
 
 It reads Apache Kafka's JSON definitions (the authority for fields and versions) and writes
 compact Python declarations (``F``/``S``/``ApiSpec``/``DataSpec`` calls) that
@@ -61,6 +67,18 @@ APIS = [
     "DeleteAcls",
     "DescribeLogDirs",
 ]
+#: Kafka 4 group APIs, read from the newer (4.4) definitions.
+APIS_4X = [
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+    "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
+]
 #: Standalone data structures (no API key), e.g. the consumer protocol's member metadata.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 
@@ -78,8 +96,9 @@ def load(path: Path) -> dict[str, Any]:
 
 
 class Emitter:
-    def __init__(self, spec_dir: Path) -> None:
+    def __init__(self, spec_dir: Path, spec_dir_4x: Path | None = None) -> None:
         self.spec_dir = spec_dir
+        self.spec_dir_4x = spec_dir_4x
         self.lines: list[str] = []
 
     def struct(
@@ -123,9 +142,12 @@ class Emitter:
             "",
             "APIS = [",
         ]
-        for api in APIS:
-            req = load(self.spec_dir / f"{api}Request.json")
-            resp = load(self.spec_dir / f"{api}Response.json")
+        apis = [(api, self.spec_dir) for api in APIS]
+        if self.spec_dir_4x is not None:
+            apis += [(api, self.spec_dir_4x) for api in APIS_4X]
+        for api, src in apis:
+            req = load(src / f"{api}Request.json")
+            resp = load(src / f"{api}Response.json")
             assert req["validVersions"] == resp["validVersions"], api
             unstable = bool(req.get("latestVersionUnstable", False))
             out.append(
@@ -151,8 +173,9 @@ class Emitter:
 
 def main(argv: list[str]) -> None:
     spec_dir = Path(argv[0] if argv else "../shared/kafka-protocol/message")
+    spec_dir_4x = Path(argv[1]) if len(argv) > 1 else None
     target = Path(__file__).with_name("_schemas.py")
-    target.write_text(Emitter(spec_dir).run())
+    target.write_text(Emitter(spec_dir, spec_dir_4x).run())
     print(f"wrote {target}")
 
 

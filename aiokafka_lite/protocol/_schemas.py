@@ -1004,6 +1004,319 @@ APIS = [
             ])),
         ]),
     ),
+    ApiSpec(68, 'ConsumerGroupHeartbeat', '0-1', '0+', unstable_latest=False,
+        request=S("ConsumerGroupHeartbeatRequest", [
+            F('group_id', 'string', '0+'),
+            F('member_id', 'string', '0+'),
+            F('member_epoch', 'int32', '0+'),
+            F('instance_id', 'string', '0+', nullable='0+', default='null'),
+            F('rack_id', 'string', '0+', nullable='0+', default='null'),
+            F('rebalance_timeout_ms', 'int32', '0+', default='-1'),
+            F('subscribed_topic_names', '[]string', '0+', nullable='0+', default='null'),
+            F('subscribed_topic_regex', 'string', '1+', nullable='1+', default='null'),
+            F('server_assignor', 'string', '0+', nullable='0+', default='null'),
+            F('topic_partitions', '[]TopicPartitions', '0+', nullable='0+', default='null', struct=S("TopicPartitions", [
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]int32', '0+'),
+            ])),
+        ]),
+        response=S("ConsumerGroupHeartbeatResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default='null'),
+            F('member_id', 'string', '0+', nullable='0+', default='null'),
+            F('member_epoch', 'int32', '0+'),
+            F('heartbeat_interval_ms', 'int32', '0+'),
+            F('assignment', 'Assignment', '0+', nullable='0+', default='null', struct=S("Assignment", [
+                F('topic_partitions', '[]TopicPartitions', '0+', struct=S("TopicPartitions", [
+                    F('topic_id', 'uuid', '0+'),
+                    F('partitions', '[]int32', '0+'),
+                ])),
+            ])),
+        ]),
+    ),
+    ApiSpec(69, 'ConsumerGroupDescribe', '0-1', '0+', unstable_latest=False,
+        request=S("ConsumerGroupDescribeRequest", [
+            F('group_ids', '[]string', '0+'),
+            F('include_authorized_operations', 'bool', '0+'),
+        ]),
+        response=S("ConsumerGroupDescribeResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('groups', '[]DescribedGroup', '0+', struct=S("DescribedGroup", [
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default='null'),
+                F('group_id', 'string', '0+'),
+                F('group_state', 'string', '0+'),
+                F('group_epoch', 'int32', '0+'),
+                F('assignment_epoch', 'int32', '0+'),
+                F('assignor_name', 'string', '0+'),
+                F('members', '[]Member', '0+', struct=S("Member", [
+                    F('member_id', 'string', '0+'),
+                    F('instance_id', 'string', '0+', nullable='0+', default='null'),
+                    F('rack_id', 'string', '0+', nullable='0+', default='null'),
+                    F('member_epoch', 'int32', '0+'),
+                    F('client_id', 'string', '0+'),
+                    F('client_host', 'string', '0+'),
+                    F('subscribed_topic_names', '[]string', '0+'),
+                    F('subscribed_topic_regex', 'string', '0+', nullable='0+', default='null'),
+                    F('assignment', 'Assignment', '0+', struct=S("Assignment", [
+                        F('topic_partitions', '[]TopicPartitions', '0+', struct=S("TopicPartitions", [
+                            F('topic_id', 'uuid', '0+'),
+                            F('topic_name', 'string', '0+'),
+                            F('partitions', '[]int32', '0+'),
+                        ])),
+                    ])),
+                    F('target_assignment', 'Assignment', '0+', struct=S("Assignment", [
+                        F('topic_partitions', '[]TopicPartitions', '0+', struct=S("TopicPartitions", [
+                            F('topic_id', 'uuid', '0+'),
+                            F('topic_name', 'string', '0+'),
+                            F('partitions', '[]int32', '0+'),
+                        ])),
+                    ])),
+                    F('member_type', 'int8', '1+', default='-1'),
+                ])),
+                F('authorized_operations', 'int32', '0+', default='-2147483648'),
+            ])),
+        ]),
+    ),
+    ApiSpec(76, 'ShareGroupHeartbeat', '1', '0+', unstable_latest=False,
+        request=S("ShareGroupHeartbeatRequest", [
+            F('group_id', 'string', '0+'),
+            F('member_id', 'string', '0+'),
+            F('member_epoch', 'int32', '0+'),
+            F('rack_id', 'string', '0+', nullable='0+', default='null'),
+            F('subscribed_topic_names', '[]string', '0+', nullable='0+', default='null'),
+        ]),
+        response=S("ShareGroupHeartbeatResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default='null'),
+            F('member_id', 'string', '0+', nullable='0+', default='null'),
+            F('member_epoch', 'int32', '0+'),
+            F('heartbeat_interval_ms', 'int32', '0+'),
+            F('assignment', 'Assignment', '0+', nullable='0+', default='null', struct=S("Assignment", [
+                F('topic_partitions', '[]TopicPartitions', '0+', struct=S("TopicPartitions", [
+                    F('topic_id', 'uuid', '0+'),
+                    F('partitions', '[]int32', '0+'),
+                ])),
+            ])),
+        ]),
+    ),
+    ApiSpec(77, 'ShareGroupDescribe', '1', '0+', unstable_latest=False,
+        request=S("ShareGroupDescribeRequest", [
+            F('group_ids', '[]string', '0+'),
+            F('include_authorized_operations', 'bool', '0+'),
+        ]),
+        response=S("ShareGroupDescribeResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('groups', '[]DescribedGroup', '0+', struct=S("DescribedGroup", [
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default='null'),
+                F('group_id', 'string', '0+'),
+                F('group_state', 'string', '0+'),
+                F('group_epoch', 'int32', '0+'),
+                F('assignment_epoch', 'int32', '0+'),
+                F('assignor_name', 'string', '0+'),
+                F('members', '[]Member', '0+', struct=S("Member", [
+                    F('member_id', 'string', '0+'),
+                    F('rack_id', 'string', '0+', nullable='0+', default='null'),
+                    F('member_epoch', 'int32', '0+'),
+                    F('client_id', 'string', '0+'),
+                    F('client_host', 'string', '0+'),
+                    F('subscribed_topic_names', '[]string', '0+'),
+                    F('assignment', 'Assignment', '0+', struct=S("Assignment", [
+                        F('topic_partitions', '[]TopicPartitions', '0+', struct=S("TopicPartitions", [
+                            F('topic_id', 'uuid', '0+'),
+                            F('topic_name', 'string', '0+'),
+                            F('partitions', '[]int32', '0+'),
+                        ])),
+                    ])),
+                ])),
+                F('authorized_operations', 'int32', '0+', default='-2147483648'),
+            ])),
+        ]),
+    ),
+    ApiSpec(78, 'ShareFetch', '1-2', '0+', unstable_latest=False,
+        request=S("ShareFetchRequest", [
+            F('group_id', 'string', '0+', nullable='0+', default='null'),
+            F('member_id', 'string', '0+', nullable='0+'),
+            F('share_session_epoch', 'int32', '0+'),
+            F('max_wait_ms', 'int32', '0+'),
+            F('min_bytes', 'int32', '0+'),
+            F('max_bytes', 'int32', '0+', default='0x7fffffff'),
+            F('max_records', 'int32', '1+'),
+            F('batch_size', 'int32', '1+'),
+            F('share_acquire_mode', 'int8', '2+', default='0'),
+            F('is_renew_ack', 'bool', '2+', default='false'),
+            F('topics', '[]FetchTopic', '0+', struct=S("FetchTopic", [
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]FetchPartition', '0+', struct=S("FetchPartition", [
+                    F('partition_index', 'int32', '0+'),
+                    F('partition_max_bytes', 'int32', '0'),
+                    F('acknowledgement_batches', '[]AcknowledgementBatch', '0+', struct=S("AcknowledgementBatch", [
+                        F('first_offset', 'int64', '0+'),
+                        F('last_offset', 'int64', '0+'),
+                        F('acknowledge_types', '[]int8', '0+'),
+                    ])),
+                ])),
+            ])),
+            F('forgotten_topics_data', '[]ForgottenTopic', '0+', struct=S("ForgottenTopic", [
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]int32', '0+'),
+            ])),
+        ]),
+        response=S("ShareFetchResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default='null'),
+            F('acquisition_lock_timeout_ms', 'int32', '1+'),
+            F('responses', '[]ShareFetchableTopicResponse', '0+', struct=S("ShareFetchableTopicResponse", [
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]PartitionData', '0+', struct=S("PartitionData", [
+                    F('partition_index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                    F('error_message', 'string', '0+', nullable='0+', default='null'),
+                    F('acknowledge_error_code', 'int16', '0+'),
+                    F('acknowledge_error_message', 'string', '0+', nullable='0+', default='null'),
+                    F('current_leader', 'LeaderIdAndEpoch', '0+', struct=S("LeaderIdAndEpoch", [
+                        F('leader_id', 'int32', '0+'),
+                        F('leader_epoch', 'int32', '0+'),
+                    ])),
+                    F('records', 'records', '0+', nullable='0'),
+                    F('acquired_records', '[]AcquiredRecords', '0+', struct=S("AcquiredRecords", [
+                        F('first_offset', 'int64', '0+'),
+                        F('last_offset', 'int64', '0+'),
+                        F('delivery_count', 'int16', '0+'),
+                    ])),
+                ])),
+            ])),
+            F('node_endpoints', '[]NodeEndpoint', '0+', struct=S("NodeEndpoint", [
+                F('node_id', 'int32', '0+'),
+                F('host', 'string', '0+'),
+                F('port', 'int32', '0+'),
+                F('rack', 'string', '0+', nullable='0+', default='null'),
+            ])),
+        ]),
+    ),
+    ApiSpec(79, 'ShareAcknowledge', '1-2', '0+', unstable_latest=False,
+        request=S("ShareAcknowledgeRequest", [
+            F('group_id', 'string', '0+', nullable='0+', default='null'),
+            F('member_id', 'string', '0+', nullable='0+'),
+            F('share_session_epoch', 'int32', '0+'),
+            F('is_renew_ack', 'bool', '2+', default='false'),
+            F('topics', '[]AcknowledgeTopic', '0+', struct=S("AcknowledgeTopic", [
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]AcknowledgePartition', '0+', struct=S("AcknowledgePartition", [
+                    F('partition_index', 'int32', '0+'),
+                    F('acknowledgement_batches', '[]AcknowledgementBatch', '0+', struct=S("AcknowledgementBatch", [
+                        F('first_offset', 'int64', '0+'),
+                        F('last_offset', 'int64', '0+'),
+                        F('acknowledge_types', '[]int8', '0+'),
+                    ])),
+                ])),
+            ])),
+        ]),
+        response=S("ShareAcknowledgeResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default='null'),
+            F('acquisition_lock_timeout_ms', 'int32', '2+'),
+            F('responses', '[]ShareAcknowledgeTopicResponse', '0+', struct=S("ShareAcknowledgeTopicResponse", [
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]PartitionData', '0+', struct=S("PartitionData", [
+                    F('partition_index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                    F('error_message', 'string', '0+', nullable='0+', default='null'),
+                    F('current_leader', 'LeaderIdAndEpoch', '0+', struct=S("LeaderIdAndEpoch", [
+                        F('leader_id', 'int32', '0+'),
+                        F('leader_epoch', 'int32', '0+'),
+                    ])),
+                ])),
+            ])),
+            F('node_endpoints', '[]NodeEndpoint', '0+', struct=S("NodeEndpoint", [
+                F('node_id', 'int32', '0+'),
+                F('host', 'string', '0+'),
+                F('port', 'int32', '0+'),
+                F('rack', 'string', '0+', nullable='0+', default='null'),
+            ])),
+        ]),
+    ),
+    ApiSpec(90, 'DescribeShareGroupOffsets', '0-1', '0+', unstable_latest=False,
+        request=S("DescribeShareGroupOffsetsRequest", [
+            F('groups', '[]DescribeShareGroupOffsetsRequestGroup', '0+', struct=S("DescribeShareGroupOffsetsRequestGroup", [
+                F('group_id', 'string', '0+'),
+                F('topics', '[]DescribeShareGroupOffsetsRequestTopic', '0+', nullable='0+', struct=S("DescribeShareGroupOffsetsRequestTopic", [
+                    F('topic_name', 'string', '0+'),
+                    F('partitions', '[]int32', '0+'),
+                ])),
+            ])),
+        ]),
+        response=S("DescribeShareGroupOffsetsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('groups', '[]DescribeShareGroupOffsetsResponseGroup', '0+', struct=S("DescribeShareGroupOffsetsResponseGroup", [
+                F('group_id', 'string', '0+'),
+                F('topics', '[]DescribeShareGroupOffsetsResponseTopic', '0+', struct=S("DescribeShareGroupOffsetsResponseTopic", [
+                    F('topic_name', 'string', '0+'),
+                    F('topic_id', 'uuid', '0+'),
+                    F('partitions', '[]DescribeShareGroupOffsetsResponsePartition', '0+', struct=S("DescribeShareGroupOffsetsResponsePartition", [
+                        F('partition_index', 'int32', '0+'),
+                        F('start_offset', 'int64', '0+'),
+                        F('leader_epoch', 'int32', '0+'),
+                        F('lag', 'int64', '1+', default='-1'),
+                        F('error_code', 'int16', '0+'),
+                        F('error_message', 'string', '0+', nullable='0+', default='null'),
+                    ])),
+                ])),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default='null'),
+            ])),
+        ]),
+    ),
+    ApiSpec(91, 'AlterShareGroupOffsets', '0', '0+', unstable_latest=False,
+        request=S("AlterShareGroupOffsetsRequest", [
+            F('group_id', 'string', '0+'),
+            F('topics', '[]AlterShareGroupOffsetsRequestTopic', '0+', struct=S("AlterShareGroupOffsetsRequestTopic", [
+                F('topic_name', 'string', '0+'),
+                F('partitions', '[]AlterShareGroupOffsetsRequestPartition', '0+', struct=S("AlterShareGroupOffsetsRequestPartition", [
+                    F('partition_index', 'int32', '0+'),
+                    F('start_offset', 'int64', '0+'),
+                ])),
+            ])),
+        ]),
+        response=S("AlterShareGroupOffsetsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default='null'),
+            F('responses', '[]AlterShareGroupOffsetsResponseTopic', '0+', struct=S("AlterShareGroupOffsetsResponseTopic", [
+                F('topic_name', 'string', '0+'),
+                F('topic_id', 'uuid', '0+'),
+                F('partitions', '[]AlterShareGroupOffsetsResponsePartition', '0+', struct=S("AlterShareGroupOffsetsResponsePartition", [
+                    F('partition_index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                    F('error_message', 'string', '0+', nullable='0+', default='null'),
+                ])),
+            ])),
+        ]),
+    ),
+    ApiSpec(92, 'DeleteShareGroupOffsets', '0', '0+', unstable_latest=False,
+        request=S("DeleteShareGroupOffsetsRequest", [
+            F('group_id', 'string', '0+'),
+            F('topics', '[]DeleteShareGroupOffsetsRequestTopic', '0+', struct=S("DeleteShareGroupOffsetsRequestTopic", [
+                F('topic_name', 'string', '0+'),
+            ])),
+        ]),
+        response=S("DeleteShareGroupOffsetsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('error_message', 'string', '0+', nullable='0+', default='null'),
+            F('responses', '[]DeleteShareGroupOffsetsResponseTopic', '0+', struct=S("DeleteShareGroupOffsetsResponseTopic", [
+                F('topic_name', 'string', '0+'),
+                F('topic_id', 'uuid', '0+'),
+                F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '0+', nullable='0+', default='null'),
+            ])),
+        ]),
+    ),
 ]
 
 DATA = [
