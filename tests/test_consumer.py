@@ -4,6 +4,7 @@ max_poll_records, auto_offset_reset, offsets lookups, pause/resume, deserializer
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -368,12 +369,15 @@ async def test_end_offsets_seek_to_end_and_offsets_for_times(
 ) -> None:
     topic = await new_topic(partitions=1)
     tp = TopicPartition(topic, 0)
+    # timestamps inside the topic's retention (7 days): brokers delete records older than that
+    # at their next retention check (noida within seconds), which empties offsets_for_times
+    base = (int(time.time()) - 3600) * 1000
     producer = PeerProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
         for i in range(6):
             await producer.send_and_wait(
-                topic, b"x%d" % i, partition=0, timestamp_ms=1_000_000 + i * 1000
+                topic, b"x%d" % i, partition=0, timestamp_ms=base + i * 1000
             )
     finally:
         await producer.stop()
@@ -382,14 +386,16 @@ async def test_end_offsets_seek_to_end_and_offsets_for_times(
     ) as c:
         c.assign([tp])
         assert await c.end_offsets([tp]) == {tp: 6}
-        found = await c.offsets_for_times({tp: 1_002_500})
-        assert found[tp] is not None and found[tp].offset == 3 and found[tp].timestamp == 1_003_000
-        assert (await c.offsets_for_times({tp: 9_000_000}))[tp] is None
+        found = await c.offsets_for_times({tp: base + 2_500})
+        assert (
+            found[tp] is not None and found[tp].offset == 3 and found[tp].timestamp == base + 3_000
+        )
+        assert (await c.offsets_for_times({tp: base + 9_000_000}))[tp] is None
         await c.seek_to_end(tp)
         assert await c.position(tp) == 6
         c.seek(tp, 4)
         got = await drain(c, 2)
-        assert [r.offset for r in got] == [4, 5] and got[0].timestamp == 1_004_000
+        assert [r.offset for r in got] == [4, 5] and got[0].timestamp == base + 4_000
 
 
 async def test_subscribe_without_group_takes_every_partition(
