@@ -44,6 +44,7 @@ def test_latency_summary_in_ms():
 def test_client_names():
     assert canonical_client("lite") == "aiokafka_lite"
     assert canonical_client("confluent-kafka") == "confluent"
+    assert canonical_client("confluent_aio") == "confluent-aio"
     assert parse_clients("aiokafka, kafka_python,aiokafka") == ["aiokafka", "kafka-python"]
     # the hook variants of the produce-hooks scenario
     assert parse_clients("aiokafka_lite-nohooks,aiokafka_lite-noop") == [
@@ -247,6 +248,36 @@ def test_engine_keys_and_headers_for_every_client(kafka_bootstrap, api, keys, he
     assert all("failed" not in r for r in report["runs"]), report["runs"]
     assert all(r["records"] == 500 and r["errors"] == 0 for r in report["runs"])
     assert report["config"]["keys"] is keys and report["config"]["headers"] is headers
+
+
+@pytest.mark.parametrize(
+    "kind,api", [("produce", "gather"), ("produce", "send"), ("produce", "wait"),
+                 ("consume", "getmany"), ("consume", "iter"), ("roundtrip", "send")],
+)  # fmt: skip
+def test_engine_runs_confluent_aio(kafka_bootstrap, kind, api):
+    """confluent-kafka's asyncio API as a peer in every kind of run (issue 24)."""
+    n = 300 if api == "wait" else 1500
+    opts = BenchOptions(kind=kind, api=api, keys=kind == "produce", records=n, rounds=1,
+                        clients=["confluent-aio"], bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    report = run_benchmark(opts, _quiet())
+    (run,) = report["runs"]
+    assert "failed" not in run, run
+    assert run["errors"] == 0
+    if api == "getmany":  # whole consume(1000) batches: it may read past n, as every client
+        assert run["records"] >= n
+    else:
+        assert run["records"] == n
+    if api == "iter":  # the topic starts with the 6-byte warm-up record of the fill
+        assert run["bytes"] == (n - 1) * 100 + 6
+    if api == "wait" or kind == "roundtrip":
+        assert run["samples"] == n and run["p50_ms"] > 0
+
+
+def test_confluent_aio_producer_refuses_headers(kafka_bootstrap):
+    opts = BenchOptions(kind="produce", api="gather", headers=True, records=100, rounds=1,
+                        clients=["confluent-aio"], bootstrap=kafka_bootstrap, timeout_s=60)  # fmt: skip
+    with pytest.raises(BenchError, match=r"NotImplementedError: .*takes no headers"):
+        run_benchmark(opts, _quiet())
 
 
 def test_engine_consume_iter_for_every_client(kafka_bootstrap):

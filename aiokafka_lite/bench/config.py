@@ -20,7 +20,9 @@ __all__ = [
 ]
 
 #: Canonical client names, in the order tables list them.
-CLIENTS = ("aiokafka_lite", "aiokafka", "confluent", "kafka-python")
+#: ``confluent`` is confluent-kafka's synchronous API, ``confluent-aio`` its asyncio API
+#: (``confluent_kafka.aio.AIOProducer`` / ``AIOConsumer``: librdkafka calls on a thread pool).
+CLIENTS = ("aiokafka_lite", "aiokafka", "confluent-aio", "confluent", "kafka-python")
 #: aiokafka_lite with other hooks than its default (the built-in metrics hook only): the hooks
 #: overhead scenario (benchmarks: produce-hooks) runs them next to plain ``aiokafka_lite``.
 #: ``-nohooks``: no hook at all; ``-noop``: the metrics hook plus one hook with a no-op method
@@ -37,6 +39,10 @@ CLIENT_ALIASES = {
     "confluent-kafka": "confluent",
     "confluent_kafka": "confluent",
     "librdkafka": "confluent",
+    "confluent-aio": "confluent-aio",
+    "confluent_aio": "confluent-aio",
+    "confluent-kafka-aio": "confluent-aio",
+    "aioconfluent": "confluent-aio",
     "kafka-python": "kafka-python",
     "kafka_python": "kafka-python",
     "kafkapython": "kafka-python",

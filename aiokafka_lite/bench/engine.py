@@ -31,7 +31,7 @@ from .stats import RESULT_METRICS, median_or_none
 __all__ = ["BenchOptions", "BenchError", "run_benchmark", "machine_info"]
 
 #: Clients the ratio columns divide by.
-REFERENCES = ("aiokafka", "confluent")
+REFERENCES = ("aiokafka", "confluent-aio", "confluent")
 
 
 class BenchError(Exception):
@@ -131,8 +131,11 @@ def library_versions(clients: list[str]) -> dict[str, str]:
                 import aiokafka
 
                 out[client] = aiokafka.__version__
-            elif client == "confluent":
+            elif client in ("confluent", "confluent-aio"):
                 import confluent_kafka
+
+                if client == "confluent-aio":
+                    import confluent_kafka.aio  # noqa: F401  (2.13+)
 
                 out[client] = (
                     f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
@@ -294,7 +297,7 @@ def summarize(clients: list[str], runs: list[dict[str, Any]]) -> dict[str, dict[
         for ref in REFERENCES:
             base = summary.get(ref, {}).get("records_per_s")
             mine = row.get("records_per_s")
-            row[f"x_{ref}"] = mine / base if mine is not None and base else None
+            row["x_" + ref.replace("-", "_")] = mine / base if mine is not None and base else None
     return summary
 
 

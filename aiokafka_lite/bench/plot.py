@@ -27,6 +27,7 @@ def plot_reports(reports: list[dict[str, Any]], path: str | Path) -> None:
 
     fig, axes = plt.subplots(len(reports), 2, figsize=(13, 3.6 * len(reports)), squeeze=False)
     colors = {"aiokafka_lite": "#2b8a3e", "aiokafka": "#1c7ed6", "confluent": "#e8590c",
+              "confluent-aio": "#f08c00",
               "kafka-python": "#868e96"}  # fmt: skip
     for (ax_tp, ax_lat), report in zip(axes, reports):
         summary = {c: r for c, r in report["summary"].items() if r["rounds"]}

@@ -11,7 +11,7 @@ __all__ = ["summary_rows", "print_summary", "write_json", "markdown_table", "HEA
 
 HEADERS = (
     "client", "records/s", "MB/s", "p50 ms", "p95 ms", "p99 ms", "max ms",
-    "x aiokafka", "x confluent", "CPU us/rec", "RSS MB", "rounds",
+    "x aiokafka", "x confluent-aio", "x confluent", "CPU us/rec", "RSS MB", "rounds",
 )  # fmt: skip
 
 
@@ -37,6 +37,7 @@ def summary_rows(report: dict[str, Any]) -> list[list[str]]:
                 _num(row["p99_ms"], ".3f"),
                 _num(row["max_ms"], ".2f"),
                 _num(row.get("x_aiokafka"), ".2f"),
+                _num(row.get("x_confluent_aio"), ".2f"),
                 _num(row.get("x_confluent"), ".2f"),
                 _num(row.get("cpu_us_per_record"), ".2f"),
                 _num(row["rss_mb"], ".0f"),

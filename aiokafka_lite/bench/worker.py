@@ -66,6 +66,8 @@ def _runner(client: str) -> Callable[[RunConfig, Progress], dict[str, Any]]:
         from .run_async import run
     elif client == "confluent":
         from .run_confluent import run
+    elif client == "confluent-aio":
+        from .run_confluent_aio import run
     elif client == "kafka-python":
         from .run_kafka_python import run
     else:

@@ -80,8 +80,8 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                        "time (default: %(default)s)")  # fmt: skip
     r = p.add_argument_group("run")
     r.add_argument("--compare", default=None, metavar="CLIENTS",
-                   help="also run these clients, comma separated: aiokafka, confluent, kafka-python "
-                   "(or all)")  # fmt: skip
+                   help="also run these clients, comma separated: aiokafka, confluent-aio, "
+                   "confluent, kafka-python (or all)")  # fmt: skip
     r.add_argument("--rounds", type=positive_int, default=None,
                    help="rounds per client (default: 3 with --compare, else 1)")  # fmt: skip
     r.add_argument("-b", "--bootstrap", default=None, type=bootstrap_servers,
@@ -116,7 +116,11 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
     clients = ["aiokafka_lite"]
     if args.compare:
-        spec = "aiokafka,confluent,kafka-python" if args.compare.strip() == "all" else args.compare
+        spec = (
+            "aiokafka,confluent-aio,confluent,kafka-python"
+            if args.compare.strip() == "all"
+            else args.compare
+        )
         try:
             clients += [c for c in parse_clients(spec) if c != "aiokafka_lite"]
         except ValueError as exc:
