@@ -86,6 +86,9 @@ class Fetcher:
         self._backoff_until: dict[TopicPartition, float] = {}
         self._wake = Signal()  # the planner: look again
         self._data = Signal()  # getone()/getmany(): a buffer or an error may be available
+        #: aiokafka's name: the next_record() calls waiting for data now (kafkaesk's tests check
+        #: that a cancelled wait leaves none behind)
+        self._fetch_waiters: set[asyncio.Task[Any]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fatal: BaseException | None = None
@@ -230,6 +233,26 @@ class Fetcher:
     async def wait_for_data(self, timeout: float) -> None:
         """Wait until a buffer or an error may be available, at most ``timeout`` seconds."""
         await self._data.wait(timeout)
+
+    async def next_record(self, partitions: Collection[TopicPartition]) -> Any:
+        """aiokafka's ``Fetcher.next_record``: the next record of ``partitions`` (of every
+        assigned partition when empty), waiting as long as it takes. The consumer's ``getone()``
+        is this plus its group's poll and the consume hooks."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._fetch_waiters.add(task)
+        try:
+            tps = set(partitions)
+            while True:
+                recs = self.drain(tps, 1)
+                if recs:
+                    return next(iter(recs.values()))[0]
+                if self._closed:
+                    raise Errors.ConsumerStoppedError("consumer is stopped")
+                await self.wait_for_data(1.0)
+        finally:
+            if task is not None:
+                self._fetch_waiters.discard(task)
 
     def buffered_partitions(self) -> set[TopicPartition]:
         """Partitions with data waiting (for tests and introspection)."""

@@ -7,6 +7,7 @@ registered wakers, so the fetcher re-plans at once.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -59,6 +60,11 @@ class SubscriptionState:
     def _listener(self) -> Any:
         """aiokafka's name for :attr:`listener` (kstreams' test helpers read it)."""
         return self.listener
+
+    def fetch_context(self) -> contextlib.AbstractContextManager[None]:
+        """aiokafka's name: the context its ``getone()`` holds around a fetcher wait (kafkaesk's
+        tests enter it). Our fetcher needs no such marker, so it does nothing."""
+        return contextlib.nullcontext()
 
     def __init__(self, default_reset: str = "latest") -> None:
         if default_reset not in OFFSET_RESET_STRATEGIES:

@@ -1229,6 +1229,32 @@ async def producer_sender_task(ctx: Any) -> Any:
     return out
 
 
+async def fetcher_next_record_and_cancel(ctx: Any) -> Any:
+    # kafkaesk's test_cancel_getone: getone()'s inner step through aiokafka's names, a wait for
+    # a record cancelled by a timeout leaves no waiter behind, then a record arrives through it
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    async with AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=ctx.name("group"),
+        auto_offset_reset="earliest",
+    ) as c:
+        with c._subscription.fetch_context():
+            try:
+                await asyncio.wait_for(c._fetcher.next_record([]), timeout=0.1)
+                out["first"] = "record"
+            except asyncio.TimeoutError:
+                out["first"] = "timeout"
+            out["waiters_after_cancel"] = len(c._fetcher._fetch_waiters)
+        await _produce(ctx, topic, 1)
+        with c._subscription.fetch_context():
+            rec = await asyncio.wait_for(c._fetcher.next_record([]), 20)
+        out["record"] = (rec.topic == topic, rec.offset, type(rec).__name__)
+        out["waiters_after_record"] = len(c._fetcher._fetch_waiters)
+    return out
+
+
 async def client_bootstrap_none(ctx: Any) -> Any:
     # kafkaesk builds its clients from a setting that may be None: the error comes at start()
     out: dict[str, Any] = {}
