@@ -62,7 +62,8 @@ class Sink:
 
         A head goes when: its backoff is over; during an epoch bump, only batches that may
         be in the log already (``maybe_written``) go; its partition has no batch in flight
-        (idempotent: fewer than ``max_in_flight``, and not a retry); in a transaction, its
+        (idempotent: fewer than ``max_in_flight``, not a retry, and a batch of this producer
+        id was acknowledged there before, see ``TransactionManager.confirmed``); in a transaction, its
         partition was added; the node has a free request slot and an open connection (else
         a connect starts in the background: requests waiting on one connect could pass each
         other, and an idempotent producer's sequences would reach the broker out of order).
@@ -94,9 +95,11 @@ class Sink:
             if bumping and not batch.maybe_written:
                 continue
             n = q.in_flight
-            if n and (not idempotent or n >= max_if or batch.attempts):
-                continue
             tp = q.tp
+            if n and (
+                not idempotent or n >= max_if or batch.attempts or tp not in txn.confirmed  # type: ignore[union-attr]
+            ):
+                continue
             if transactional and tp not in txn.partitions:  # type: ignore[union-attr]
                 continue
             if connected is None:
@@ -277,6 +280,9 @@ class Sink:
                 continue
             code = part.error_code
             if code == 0 or code == _DUPLICATE_SEQUENCE:
+                txn = s.txn
+                if txn is not None and b.producer_id == txn.producer_id:
+                    txn.confirmed.add(b.tp)
                 if s._h_acked and not b.future.done():
                     self._acked(b, part.base_offset)
                 acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)

@@ -70,6 +70,11 @@ class TransactionManager:
         self.producer_id = -1
         self.producer_epoch = -1
         self.sequences: dict[TopicPartition, int] = {}
+        #: partitions where a batch of this producer id was acknowledged, so the broker keeps
+        #: its sequence state there. Until then one batch at a time goes to a partition: a
+        #: broker with no state for the id accepts any first sequence, so a batch pipelined
+        #: behind a refused first one (NOT_LEADER on a new topic) would land before it.
+        self.confirmed: set[TopicPartition] = set()
         self.state = TxnState.UNINITIALIZED
         self.error: BaseException | None = None
         self.partitions: set[TopicPartition] = set()  # in the current transaction
@@ -127,6 +132,8 @@ class TransactionManager:
                 producer_epoch=self.producer_epoch if bump else -1,
             )
             resp = await self._coordinator_request(req, lambda r: r.error_code)
+            if resp.producer_id != self.producer_id:
+                self.confirmed.clear()
             self.producer_id = resp.producer_id
             self.producer_epoch = resp.producer_epoch
             self.sequences.clear()
