@@ -29,6 +29,7 @@ from aiokafka_lite.structs import (
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .fetcher import EARLIEST, LATEST, Fetcher
 from .group import Coordinator
+from .group848 import group_protocol_args
 from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
@@ -113,6 +114,8 @@ class AIOKafkaConsumer:
         client_rack: str | None = None,
         allow_auto_create_topics: bool = True,
         hooks: Iterable[object] | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
     ) -> None:
         # as aiokafka: the deprecated arguments are accepted with a DeprecationWarning
         if loop is not None:
@@ -133,6 +136,14 @@ class AIOKafkaConsumer:
             raise ValueError(f"Incorrect isolation level {isolation_level}")
         if group_id is None and group_instance_id is not None:
             raise ValueError("group_instance_id needs a group_id")
+        coordinator_class, group_args = group_protocol_args(
+            group_protocol,
+            group_remote_assignor,
+            client_rack,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            partition_assignment_strategy=partition_assignment_strategy,
+        )
         self._metrics = ClientMetrics()
         info = ClientInfo.of("consumer", client_id, group_id, bootstrap_servers)
         self._hooks = HookSet(
@@ -200,7 +211,9 @@ class AIOKafkaConsumer:
             exclude_internal_topics=exclude_internal_topics,
             isolation_level=isolation_level,
             hooks=self._hooks,
+            **group_args,
         )
+        self._coordinator_class = coordinator_class
         # start() waits at most this long for the first assignment (then goes on in the
         # background): a join can wait for other members up to their rebalance timeout
         self._start_timeout = (
@@ -237,7 +250,7 @@ class AIOKafkaConsumer:
         refresh = self._client.add_topics(sorted(wanted)) if wanted else None
         await self._client.start()
         self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
-        self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
+        self._coordinator = self._coordinator_class(self._client, subs, **self._coordinator_args)
         self._started = True
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:
