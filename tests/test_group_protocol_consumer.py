@@ -1,0 +1,258 @@
+"""KIP-848 consumer groups (``group_protocol="consumer"``) against a real broker: the broker's
+assignors, hand-over when a member leaves, static membership across a restart, commits read by
+another member, commits in the revoke callback, regex subscription, the settings refused at
+construction and the error on brokers without the consumer protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka_lite.structs import TopicPartition
+from tests.test_consumer import produce
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
+
+NO_KIP848 = ("tansu", "noida")
+SKIP_REASON = "the broker has no KIP-848 consumer groups (ConsumerGroupHeartbeat)"
+#: the broker's default group.consumer.heartbeat.interval.ms is 5 s: a hand-over takes a few
+SETTLE_S = 60.0
+
+
+def group_name() -> str:
+    return f"g848-{uuid.uuid4().hex[:10]}"
+
+
+def member(bootstrap: str, group: str, *topics: str, **kwargs: Any) -> AIOKafkaConsumer:
+    kwargs.setdefault("auto_offset_reset", "earliest")
+    kwargs.setdefault("retry_backoff_ms", 50)
+    return AIOKafkaConsumer(
+        *topics, bootstrap_servers=bootstrap, group_id=group, group_protocol="consumer", **kwargs
+    )
+
+
+class Recorder(ConsumerRebalanceListener):
+    """Records every callback; optionally commits in on_partitions_revoked."""
+
+    def __init__(self, consumer: AIOKafkaConsumer | None = None) -> None:
+        self.consumer = consumer
+        self.events: list[tuple[str, frozenset[TopicPartition]]] = []
+        self.commit_errors: list[BaseException] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.events.append(("revoked", frozenset(revoked)))
+        if self.consumer is not None and revoked:
+            try:
+                positions = {tp: await self.consumer.position(tp) for tp in revoked}
+                await self.consumer.commit(positions)
+            except Errors.KafkaError as exc:
+                self.commit_errors.append(exc)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.events.append(("assigned", frozenset(assigned)))
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.events.append(("lost", frozenset(lost)))
+
+
+async def poll_until(
+    consumers: list[AIOKafkaConsumer],
+    done: Any,
+    what: str,
+    timeout: float = SETTLE_S,
+    seen: dict[tuple[str, int, int], int] | None = None,
+) -> None:
+    """Poll every consumer (counting the records in ``seen``) until ``done()`` holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() > deadline:
+            raise AssertionError(
+                f"no {what} within {timeout:.0f}s: {[sorted(c.assignment()) for c in consumers]}"
+            )
+        batches = await asyncio.gather(*(c.getmany(timeout_ms=200) for c in consumers))
+        if seen is not None:
+            for batch in batches:
+                for recs in batch.values():
+                    for r in recs:
+                        key = (r.topic, r.partition, r.offset)
+                        seen[key] = seen.get(key, 0) + 1
+
+
+def partition_of(consumers: list[AIOKafkaConsumer], tps: set[TopicPartition]) -> Any:
+    """A predicate: the consumers' assignments are disjoint, non-empty and cover ``tps``."""
+
+    def check() -> bool:
+        sets = [c.assignment() for c in consumers]
+        return all(sets) and sum(map(len, sets)) == len(tps) and set().union(*sets) == tps
+
+    return check
+
+
+async def test_classic_only_settings_refused() -> None:
+    for kwargs in (
+        {"session_timeout_ms": 30000},
+        {"heartbeat_interval_ms": 1000},
+        {"partition_assignment_strategy": ("range",)},
+    ):
+        with pytest.raises(ValueError, match="cannot be set when group_protocol='consumer'"):
+            AIOKafkaConsumer(group_id="g", group_protocol="consumer", **kwargs)
+    with pytest.raises(ValueError, match="group_protocol must be"):
+        AIOKafkaConsumer(group_id="g", group_protocol="cooperative")
+    with pytest.raises(ValueError, match="needs group_protocol='consumer'"):
+        AIOKafkaConsumer(group_id="g", group_remote_assignor="uniform")
+    # the defaults (and the classic protocol with any of them) are fine
+    for ok in (
+        AIOKafkaConsumer(group_id="g", group_protocol="consumer", group_remote_assignor="range"),
+        AIOKafkaConsumer(group_id="g", session_timeout_ms=30000),
+    ):
+        await ok.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+async def test_server_assignor_splits_and_every_record_once(
+    kafka_bootstrap: str, new_topic: Any, assignor: str
+) -> None:
+    topic = await new_topic(partitions=6)
+    await produce(kafka_bootstrap, topic, 10, 6)
+    tps = {TopicPartition(topic, p) for p in range(6)}
+    group = group_name()
+    consumers = [
+        member(kafka_bootstrap, group, topic, group_remote_assignor=assignor) for _ in range(3)
+    ]
+    seen: dict[tuple[str, int, int], int] = {}
+    try:
+        for c in consumers:
+            await c.start()
+        await poll_until(
+            consumers, partition_of(consumers, tps), "split of 6 partitions", seen=seen
+        )
+        sets = [c.assignment() for c in consumers]
+        assert sorted(len(s) for s in sets) == [2, 2, 2]
+        if assignor == "range":  # range: contiguous partitions of the topic
+            for s in sets:
+                ps = sorted(tp.partition for tp in s)
+                assert ps == list(range(ps[0], ps[0] + len(ps))), sets
+        await poll_until(consumers, lambda: len(seen) == 60, "every record", seen=seen)
+        assert set(seen.values()) == {1}, "a record was read twice"
+        assert all(c.group_generation > 0 for c in consumers)  # the member epoch
+    finally:
+        for c in consumers:
+            await c.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_leaving_member_hands_over_from_its_commits(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    topic = await new_topic(partitions=4)
+    await produce(kafka_bootstrap, topic, 10, 4)
+    tps = {TopicPartition(topic, p) for p in range(4)}
+    group = group_name()
+    a = member(kafka_bootstrap, group, enable_auto_commit=False)
+    b = member(kafka_bootstrap, group, enable_auto_commit=False)
+    la, lb = Recorder(a), Recorder(b)
+    a.subscribe([topic], listener=la)
+    b.subscribe([topic], listener=lb)
+    seen: dict[tuple[str, int, int], int] = {}
+    try:
+        await a.start()
+        await b.start()
+        await poll_until([a, b], partition_of([a, b], tps), "split", seen=seen)
+        await poll_until([a, b], lambda: len(seen) == 40, "every record", seen=seen)
+        mine = a.assignment()
+        await a.commit()  # a's positions, then a leaves
+        committed = {tp: await a.committed(tp) for tp in mine}
+        assert all(v == 10 for v in committed.values()), committed
+        await a.stop()
+        await poll_until([b], lambda: b.assignment() == tps, "hand-over to b", seen=seen)
+        # b starts a's partitions at a's commits: nothing read twice
+        await produce(kafka_bootstrap, topic, 1, 4, prefix="after")
+        await poll_until([b], lambda: len(seen) == 44, "the new records", seen=seen)
+        assert set(seen.values()) == {1}
+        assert ("assigned", frozenset(mine)) in lb.events
+        for tp in mine:
+            assert await b.committed(tp) == 10  # read by the other member
+        # commits inside the revoke callback: b gives partitions to a newcomer
+        c = member(kafka_bootstrap, group, topic, enable_auto_commit=False)
+        await c.start()
+        try:
+            await poll_until([b, c], partition_of([b, c], tps), "split with c", seen=seen)
+            revoked = set().union(*(p for kind, p in lb.events if kind == "revoked"))
+            assert revoked and revoked == tps - b.assignment()
+            assert lb.commit_errors == []
+            for tp in revoked:
+                assert await c.committed(tp) == 11  # committed by b while revoking
+        finally:
+            await c.stop()
+    finally:
+        await b.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_static_member_restart_keeps_partitions(kafka_bootstrap: str, new_topic: Any) -> None:
+    topic = await new_topic(partitions=4)
+    tps = {TopicPartition(topic, p) for p in range(4)}
+    group = group_name()
+    a = member(kafka_bootstrap, group, topic, group_instance_id="static-a")
+    b = member(kafka_bootstrap, group, group_instance_id="static-b")
+    lb = Recorder()
+    b.subscribe([topic], listener=lb)
+    try:
+        await a.start()
+        await b.start()
+        await poll_until([a, b], partition_of([a, b], tps), "split")
+        before_a, before_b = a.assignment(), b.assignment()
+        events_b = list(lb.events)
+        await a.stop()  # leaves with epoch -2: the broker keeps its partitions for it
+        # a dynamic member's leave (-1) reaches b with b's next heartbeat, within two of the
+        # broker's heartbeat intervals: b must not have taken a's partitions by then
+        window = 2 * b._coordinator._interval + 1  # type: ignore[union-attr]
+        loop = asyncio.get_running_loop()
+        until = loop.time() + window
+        await poll_until([b], lambda: loop.time() > until, "the heartbeat window", window + 10)
+        assert b.assignment() == before_b, "b took a's partitions: a left as a dynamic member"
+        a = member(kafka_bootstrap, group, topic, group_instance_id="static-a")
+        await a.start()
+        await poll_until([a, b], lambda: a.assignment() == before_a, "a's partitions back")
+        await poll_until([a, b], lambda: True, "one more poll")
+        assert b.assignment() == before_b
+        assert lb.events == events_b, "b saw a rebalance"
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_regex_subscription_evaluated_by_the_broker(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    t1 = await new_topic(partitions=2, name=f"{prefix}-one")
+    t2 = await new_topic(partitions=1, name=f"{prefix}-two")
+    await new_topic(partitions=1, name=f"other-{prefix}")
+    want = {TopicPartition(t1, 0), TopicPartition(t1, 1), TopicPartition(t2, 0)}
+    c = member(kafka_bootstrap, group_name())
+    c.subscribe(pattern=f"{prefix}-.*")
+    try:
+        await c.start()
+        await poll_until([c], lambda: c.assignment() == want, "the matching topics")
+    finally:
+        await c.stop()
+
+
+async def test_broker_without_consumer_protocol_fails_at_start(
+    broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    broker.skip_on("apache", "kafka", reason="this broker has KIP-848 consumer groups")
+    topic = await new_topic(partitions=1)
+    c = member(kafka_bootstrap, group_name(), topic)
+    with pytest.raises(Errors.UnsupportedVersionError, match="does not support the new CONSUMER"):
+        await c.start()
+    await c.stop()
