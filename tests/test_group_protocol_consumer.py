@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.admin import AIOKafkaAdminClient
 from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import TopicPartition
 from tests.test_consumer import produce
 
@@ -142,6 +144,23 @@ async def test_server_assignor_splits_and_every_record_once(
         await poll_until(consumers, lambda: len(seen) == 60, "every record", seen=seen)
         assert set(seen.values()) == {1}, "a record was read twice"
         assert all(c.group_generation > 0 for c in consumers)  # the member epoch
+        # the admin describes the group (ConsumerGroupDescribe) and lists it
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        await admin.start()
+        try:
+            [resp] = await admin.describe_consumer_groups([group])
+            [described] = resp.groups
+            assert (described.group, described.protocol_type) == (group, "consumer")
+            assert described.protocol == assignor
+            assert len(described.members) == 3
+            mine = await admin.describe_groups([group])
+            owned = [set(mb.assignment) for mb in mine[group].members]
+            assert sorted(map(frozenset, owned), key=sorted) == sorted(
+                (frozenset(s) for s in sets), key=sorted
+            )
+            assert (group, "consumer") in await admin.list_consumer_groups()
+        finally:
+            await admin.close()
     finally:
         for c in consumers:
             await c.stop()
@@ -245,6 +264,12 @@ async def test_regex_subscription_evaluated_by_the_broker(
         await poll_until([c], lambda: c.assignment() == want, "the matching topics")
     finally:
         await c.stop()
+    # Python's re takes a look-ahead, the broker's RE2/J does not: start() says so
+    bad = member(kafka_bootstrap, group_name())
+    bad.subscribe(pattern=f"(?={prefix}){prefix}-.*")
+    with pytest.raises(Errors.InvalidRegularExpressionError):
+        await bad.start()
+    await bad.stop()
 
 
 async def test_broker_without_consumer_protocol_fails_at_start(
@@ -256,3 +281,70 @@ async def test_broker_without_consumer_protocol_fails_at_start(
     with pytest.raises(Errors.UnsupportedVersionError, match="does not support the new CONSUMER"):
         await c.start()
     await c.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_fenced_member_loses_partitions_and_rejoins(broker: Any, new_topic: Any) -> None:
+    from tests.faults import FaultProxy, Rule
+
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    async with FaultProxy(broker.bootstrap) as proxy:
+        c = member(proxy.bootstrap, group_name())
+        listener = Recorder()
+        c.subscribe([topic], listener=listener)
+        seen: dict[tuple[str, int, int], int] = {}
+        try:
+            await c.start()
+            await poll_until([c], lambda: c.assignment() == tps, "the assignment")
+            member_id = c._coordinator.member_id  # type: ignore[union-attr]
+            fenced = proxy.add(
+                Rule(m.ConsumerGroupHeartbeatRequest.API_KEY, "error", error_code=110)
+            )
+            rejoined = proxy.add(
+                Rule(
+                    m.ConsumerGroupHeartbeatRequest.API_KEY,
+                    "observe",
+                    direction="request",
+                    when=lambda req: req.member_epoch == 0 and req.member_id == member_id,
+                )
+            )
+            await poll_until([c], fenced.done.is_set, "a heartbeat answered FENCED_MEMBER_EPOCH")
+            await poll_until(
+                [c], lambda: ("lost", frozenset(tps)) in listener.events, "on_partitions_lost"
+            )
+            # joined again (epoch 0, the same member id), got its partitions back, consumes
+            await poll_until([c], rejoined.done.is_set, "a heartbeat joining with epoch 0")
+            await poll_until([c], lambda: c.assignment() == tps, "the assignment again")
+            assert listener.events[-1] == ("assigned", frozenset(tps))
+            assert c.group_generation > 0
+            await produce(broker.bootstrap, topic, 5, 2)
+            await poll_until([c], lambda: len(seen) == 10, "records after the rejoin", seen=seen)
+        finally:
+            await c.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_coordinator_moved_is_looked_up_again(broker: Any, new_topic: Any) -> None:
+    from tests.faults import FaultProxy, Rule
+
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    async with FaultProxy(broker.bootstrap) as proxy:
+        c = member(proxy.bootstrap, group_name())
+        listener = Recorder()
+        c.subscribe([topic], listener=listener)
+        try:
+            await c.start()
+            await poll_until([c], lambda: c.assignment() == tps, "the assignment")
+            events = list(listener.events)
+            lookups = proxy.add(Rule(m.FindCoordinatorRequest.API_KEY, "observe", times=-1))
+            moved = proxy.add(Rule(m.ConsumerGroupHeartbeatRequest.API_KEY, "error", error_code=16))
+            await poll_until([c], moved.done.is_set, "a heartbeat answered NOT_COORDINATOR")
+            await poll_until([c], lambda: lookups.hits > 0, "a FindCoordinator look-up")
+            after = proxy.add(Rule(m.ConsumerGroupHeartbeatRequest.API_KEY, "observe"))
+            await poll_until([c], after.done.is_set, "a heartbeat after the look-up")
+            assert c.assignment() == tps
+            assert listener.events == events  # the membership survived
+        finally:
+            await c.stop()

@@ -362,6 +362,7 @@ class ConsumerGroupMember(Coordinator):
         if self.generation < 0:
             self.generation = 0  # (re)subscribed: join
             self._sent = None
+            self._rejoin = False
             self.state = "JOINING"
         return True
 
