@@ -348,3 +348,40 @@ async def test_coordinator_moved_is_looked_up_again(broker: Any, new_topic: Any)
             assert listener.events == events  # the membership survived
         finally:
             await c.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_stale_member_epoch_on_commits(broker: Any, new_topic: Any) -> None:
+    """As the Java client: the commit before a revocation retries a STALE_MEMBER_EPOCH answer
+    with the next heartbeat's epoch (the next owner starts from it), commit() raises
+    CommitFailedError."""
+    from tests.faults import FaultProxy, Rule
+
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    group = group_name()
+    await produce(broker.bootstrap, topic, 10, 2)
+    async with FaultProxy(broker.bootstrap) as proxy:
+        a = member(proxy.bootstrap, group, topic, auto_commit_interval_ms=600_000)
+        b = member(broker.bootstrap, group, topic)
+        seen: dict[tuple[str, int, int], int] = {}
+        try:
+            await a.start()
+            await poll_until([a], lambda: len(seen) == 20, "a reads everything", seen=seen)
+            # (the proxy rewrites the answer: the broker took the commit, so what tells the
+            # retry is the second OffsetCommit; the interval commit is 10 minutes away)
+            stale = proxy.add(Rule(m.OffsetCommitRequest.API_KEY, "error", error_code=113))
+            commits = proxy.add(Rule(m.OffsetCommitRequest.API_KEY, "observe", times=-1))
+            await b.start()  # a revokes a partition for b, committing first
+            await poll_until([a, b], partition_of([a, b], tps), "split", seen=seen)
+            assert stale.done.is_set()
+            assert commits.hits == 2, "the commit answered STALE_MEMBER_EPOCH was not retried"
+            await produce(broker.bootstrap, topic, 5, 2)
+            await poll_until([a, b], lambda: len(seen) == 30, "the new records", seen=seen)
+            assert set(seen.values()) == {1}, "b read again what a had committed"
+            proxy.add(Rule(m.OffsetCommitRequest.API_KEY, "error", error_code=113))
+            with pytest.raises(Errors.CommitFailedError, match="stale"):
+                await a.commit()
+        finally:
+            await a.stop()
+            await b.stop()

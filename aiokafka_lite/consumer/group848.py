@@ -33,8 +33,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
@@ -68,6 +68,7 @@ _STALE = (Errors.StaleMemberEpochError, Errors.FencedMemberEpochError)
 _UNSENT = object()
 
 Owned = dict[Any, frozenset[int]]  # topic id -> partitions
+T = TypeVar("T")
 
 
 class _StaleEpochCommit(Errors.CommitFailedError):
@@ -109,7 +110,7 @@ class ConsumerGroupMember(Coordinator):
         self._sent: dict[str, Any] | None = None  # fields of the last heartbeat (None: send all)
         self._lost_pending = False  # fenced / stale: give the partitions up before rejoining
         self._hb_wake = asyncio.Event()
-        self._epoch_changed = asyncio.Event()
+        self._hb_answered = asyncio.Event()  # set by every heartbeat answered without error
         self._hb_lock = asyncio.Lock()
         self._stale = False
         self._hb_subscription = subscriptions.subscription_id
@@ -174,34 +175,30 @@ class ConsumerGroupMember(Coordinator):
     async def _commit_positions(self) -> None:
         """Auto commit (interval, before a revocation, at close): a stale member epoch is
         retried with the epoch of the next heartbeat, within request_timeout_ms (as Java)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
-        while True:
-            self._epoch_changed.clear()
-            try:
-                return await super()._commit_positions()
-            except _StaleEpochCommit:
-                if self._closed or self.generation <= 0 or loop.time() >= deadline:
-                    raise
-            self._hb_wake.set()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._epoch_changed.wait(), deadline - loop.time())
+        await self._with_current_epoch(super()._commit_positions)
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> Any:
-        """OffsetFetch with the member epoch; a stale epoch waits for the next one."""
+        """OffsetFetch with the member epoch; a stale epoch is retried as the auto commit."""
         tps = list(partitions)
+        return await self._with_current_epoch(
+            lambda: super(ConsumerGroupMember, self).committed(tps)
+        )
+
+    async def _with_current_epoch(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, again after the next heartbeat answer while it fails for a stale member
+        epoch (until request_timeout_ms; not once closed or out of the group)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout_ms / 1000
         while True:
-            self._epoch_changed.clear()
+            self._hb_answered.clear()
             try:
-                return await super().committed(tps)
-            except _STALE:
-                if loop.time() >= deadline:
+                return await call()
+            except (_StaleEpochCommit, *_STALE):
+                if self._closed or self.generation <= 0 or loop.time() >= deadline:
                     raise
-            self._hb_wake.set()
+            self._hb_wake.set()  # a heartbeat now: its answer carries the current epoch
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._epoch_changed.wait(), deadline - loop.time())
+                await asyncio.wait_for(self._hb_answered.wait(), deadline - loop.time())
 
     # -- reconciliation (main task) --------------------------------------------------------
     def _resolve(self, target: Owned) -> tuple[set[TopicPartition], Owned, frozenset[Any]]:
@@ -411,12 +408,10 @@ class ConsumerGroupMember(Coordinator):
         if code == 0:
             if resp.heartbeat_interval_ms > 0:
                 self._interval = resp.heartbeat_interval_ms / 1000
-            if resp.member_epoch != self.generation:
-                self.generation = resp.member_epoch
-                self._epoch_changed.set()
+            self.generation = resp.member_epoch
+            self._hb_answered.set()
             if self.state == "JOINING":
                 self.state = "RECONCILING"
-            log.debug("heartbeat answer epoch %s assignment %s", resp.member_epoch, resp.assignment)
             if resp.assignment is not None:
                 target = {
                     tp.topic_id: frozenset(tp.partitions) for tp in resp.assignment.topic_partitions
