@@ -385,3 +385,27 @@ async def test_stale_member_epoch_on_commits(broker: Any, new_topic: Any) -> Non
         finally:
             await a.stop()
             await b.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_max_poll_interval_leaves_and_the_next_poll_rejoins(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    c = member(kafka_bootstrap, group_name(), max_poll_interval_ms=2000)
+    listener = Recorder()
+    c.subscribe([topic], listener=listener)
+    try:
+        await c.start()
+        await poll_until([c], lambda: c.assignment() == tps, "the assignment")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_S
+        while ("lost", frozenset(tps)) not in listener.events:  # no poll meanwhile
+            assert loop.time() < deadline, "no on_partitions_lost after max_poll_interval_ms"
+            await asyncio.sleep(0.1)
+        assert c.assignment() == set()
+        await poll_until([c], lambda: c.assignment() == tps, "the assignment after polling")
+        assert listener.events[-1] == ("assigned", frozenset(tps))
+    finally:
+        await c.stop()

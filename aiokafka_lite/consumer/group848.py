@@ -139,7 +139,7 @@ class ConsumerGroupMember(Coordinator):
         if self._lost_pending:
             return True
         target = self._target
-        if target is None or self.generation <= 0:
+        if target is None or self.generation <= 0 or self._stale:
             return False
         return target is not self._reconciled or self._resolve(target)[0] != set(
             self._subs.assignment
@@ -373,6 +373,7 @@ class ConsumerGroupMember(Coordinator):
         )
         self._stale = True
         self.state = "STALE"
+        self._target = None  # nothing is reconciled until the member joins again
         self._lost_pending = True
         self._wake.set()
         self._hb_wake.set()
