@@ -159,6 +159,11 @@ async def test_server_assignor_splits_and_every_record_once(
                 (frozenset(s) for s in sets), key=sorted
             )
             assert (group, "consumer") in await admin.list_consumer_groups()
+            listed = await admin.list_consumer_groups(group_types=["consumer"], states=["stable"])
+            assert (group, "consumer") in listed
+            assert (group, "consumer") not in await admin.list_consumer_groups(
+                group_types=["classic"]
+            )
         finally:
             await admin.close()
     finally:

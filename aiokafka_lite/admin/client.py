@@ -404,13 +404,21 @@ class AIOKafkaAdminClient:
         return list(await asyncio.gather(*(one(n, g) for n, g in by_node.items())))
 
     async def list_consumer_groups(
-        self, broker_ids: list[int] | None = None
+        self,
+        broker_ids: list[int] | None = None,
+        *,
+        states: list[str] | None = None,
+        group_types: list[str] | None = None,
     ) -> list[tuple[Any, ...]]:
         """``[(group_id, protocol_type)]`` of every group the brokers (default: all) coordinate.
 
-        A broker's error is raised (e.g. GroupLoadInProgressError).
+        Beyond aiokafka (as Java's ``ListConsumerGroupsOptions``): only groups in ``states``
+        (``"Stable"``, ``"Empty"``, ...) or of ``group_types`` (``"classic"``, ``"consumer"``:
+        KIP-848). A broker's error is raised (e.g. GroupLoadInProgressError).
         """
-        groups = await group_ops.list_groups(self._client, broker_ids)
+        groups = await group_ops.list_groups(
+            self._client, broker_ids, states=states or (), types=group_types or ()
+        )
         return [(g.group_id, g.protocol_type) for g in groups]
 
     async def describe_groups(

@@ -245,9 +245,10 @@ class ListedGroup:
     coordinator: int = -1
 
 
-def list_groups_request(states: Iterable[str] = ()) -> Any:
-    """ListGroups (optionally only groups in ``states``, v4+)."""
-    return m.ListGroupsRequest(states_filter=list(states))
+def list_groups_request(states: Iterable[str] = (), types: Iterable[str] = ()) -> Any:
+    """ListGroups (optionally only groups in ``states``, v4+, of ``types``: ``classic``,
+    ``consumer``, ..., v5+)."""
+    return m.ListGroupsRequest(states_filter=list(states), types_filter=list(types))
 
 
 def parse_list_groups(resp: Any, node_id: int) -> list[ListedGroup] | ItemError:
@@ -265,11 +266,17 @@ async def list_groups(
     broker_ids: Iterable[int] | None = None,
     *,
     timeout_ms: float | None = None,
+    states: Iterable[str] = (),
+    types: Iterable[str] = (),
 ) -> list[ListedGroup]:
     """ListGroups of every broker (each lists the groups it coordinates), sorted by group id.
 
-    A broker's error (e.g. COORDINATOR_LOAD_IN_PROGRESS) is raised, as aiokafka does.
+    ``states`` / ``types``: only groups in those states / of those types (case-insensitive;
+    also applied to the answers of brokers too old to filter). A broker's error (e.g.
+    COORDINATOR_LOAD_IN_PROGRESS) is raised, as aiokafka does.
     """
+    want_states = {x.lower() for x in states}
+    want_types = {x.lower() for x in types}
     if broker_ids is None:
         if not client.cluster.brokers():
             await client.force_metadata_update()
@@ -278,7 +285,11 @@ async def list_groups(
     answers = await asyncio.gather(
         *(
             to_node(
-                client, list_groups_request(), node_id=n, timeout_ms=timeout_ms, what="ListGroups"
+                client,
+                list_groups_request(sorted(states), sorted(types)),
+                node_id=n,
+                timeout_ms=timeout_ms,
+                what="ListGroups",
             )
             for n in nodes
         )
@@ -289,6 +300,10 @@ async def list_groups(
         if isinstance(parsed, ItemError):
             raise parsed.exception(f"ListGroups on broker {node}")
         for g in parsed:
+            if want_states and g.state.lower() not in want_states:
+                continue
+            if want_types and (g.group_type or "classic").lower() not in want_types:
+                continue
             out[g.group_id] = g
     return [out[k] for k in sorted(out)]
 
