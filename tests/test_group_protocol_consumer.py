@@ -413,3 +413,22 @@ async def test_max_poll_interval_leaves_and_the_next_poll_rejoins(
         assert listener.events[-1] == ("assigned", frozenset(tps))
     finally:
         await c.stop()
+
+
+@pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
+async def test_subscription_changes_reach_the_group(kafka_bootstrap: str, new_topic: Any) -> None:
+    first = await new_topic(partitions=2, name=f"sub-a-{uuid.uuid4().hex[:8]}")
+    second = await new_topic(partitions=1, name=f"sub-b-{uuid.uuid4().hex[:8]}")
+    c = member(kafka_bootstrap, group_name(), first)
+    try:
+        await c.start()
+        want = {TopicPartition(first, 0), TopicPartition(first, 1)}
+        await poll_until([c], lambda: c.assignment() == want, "the first topic")
+        c.subscribe([second])  # the next heartbeat carries the new names
+        await poll_until([c], lambda: c.assignment() == {TopicPartition(second, 0)}, "the second")
+        c.unsubscribe()  # leaves the group
+        await poll_until([c], lambda: c._coordinator.generation < 0, "the leave")  # type: ignore[union-attr]
+        c.subscribe([first])  # joins again with epoch 0
+        await poll_until([c], lambda: c.assignment() == want, "the first topic again")
+    finally:
+        await c.stop()

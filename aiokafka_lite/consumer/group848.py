@@ -360,6 +360,7 @@ class ConsumerGroupMember(Coordinator):
             self.generation = 0  # (re)subscribed: join
             self._sent = None
             self._rejoin = False
+            self._owned = {}  # a join owns nothing (the broker refuses partitions then)
             self.state = "JOINING"
         return True
 
@@ -464,6 +465,8 @@ class ConsumerGroupMember(Coordinator):
         log.info("group %s: member %s left (%s)", self.group_id, self.member_id, reason)
         self.generation = -1
         self._target = None
+        self._reconciled = None
+        self._owned = {}
         self._sent = None
         self.state = "UNSUBSCRIBED"
 
