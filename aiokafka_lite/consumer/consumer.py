@@ -66,6 +66,8 @@ class AIOKafkaConsumer:
     ``auto.create.topics.enable``. ``hooks`` (an aiokafka_lite extension) takes objects
     implementing :class:`aiokafka_lite.hooks.Hook` methods (connections, requests, fetches,
     commits, rebalances, and ``on_consume`` per record); :meth:`metrics` returns counters.
+    ``group_protocol="consumer"`` (Kafka 4's KIP-848 groups, the broker's
+    ``group_remote_assignor``) replaces the classic ``"classic"`` group protocol.
     """
 
     #: the built-in metrics hook is registered (benchmarks turn it off to measure its cost)
