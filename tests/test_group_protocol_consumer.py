@@ -432,3 +432,15 @@ async def test_subscription_changes_reach_the_group(kafka_bootstrap: str, new_to
         await poll_until([c], lambda: c.assignment() == want, "the first topic again")
     finally:
         await c.stop()
+
+
+async def test_kafka_39_without_the_consumer_protocol_fails_at_start(apache39: Any) -> None:
+    """Kafka 3.9 knows ConsumerGroupHeartbeat but runs only classic groups by default."""
+    from tests.conftest import _create_topic_lite
+
+    topic = f"k39-{uuid.uuid4().hex[:8]}"
+    await _create_topic_lite(apache39.bootstrap, topic, 1, 1, {})
+    c = member(apache39.bootstrap, group_name(), topic)
+    with pytest.raises(Errors.UnsupportedVersionError, match="does not support the new CONSUMER"):
+        await c.start()
+    await c.stop()
