@@ -316,6 +316,7 @@ _SPARK_MODULES = ("test_spark", "test_spark_reference", "test_spark_cluster")
 _APACHE_INTEROP_MODULES = (
     "test_java_interop",
     "test_java_oracle_smoke",
+    "test_java_group_protocol",
     "test_apache_versions",
     "test_oauth",
     "test_security",

@@ -131,7 +131,8 @@ def _is_fresh(build_dir: Path, kafka_version: str | None = None) -> bool:
         # _run_maven touches the stamp when Maven succeeds: Maven itself leaves files that did
         # not need to change (classpath.txt, classes) with their old times.
         built = (build_dir / STAMP).stat().st_mtime
-        if built < max(POM.stat().st_mtime, SOURCE.stat().st_mtime):
+        sources = [p.stat().st_mtime for p in SOURCE.parent.glob("*.java")]
+        if built < max(POM.stat().st_mtime, SOURCE.stat().st_mtime, *sources):
             return False
         if not (build_dir / "classes" / "KafkaOracle.class").exists():
             return False
@@ -487,6 +488,9 @@ class GroupMember:
             a.wait_for(lambda m: len(m.assigned()) == 2)
     """
 
+    #: the KafkaOracle subcommand (``group-member-consumer``: the KIP-848 protocol)
+    command = "group-member"
+
     def __init__(
         self,
         bootstrap: str,
@@ -524,7 +528,7 @@ class GroupMember:
         if self.process is not None:
             raise RuntimeError("GroupMember already started")
         self.process = subprocess.Popen(
-            [*java_command(self.kafka_version), "group-member", *self.args],
+            [*java_command(self.kafka_version), self.command, *self.args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

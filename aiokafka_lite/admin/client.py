@@ -429,9 +429,19 @@ class AIOKafkaAdminClient:
             out[gid] = d
         return out
 
-    async def list_groups(self, broker_ids: list[int] | None = None) -> list[group_ops.ListedGroup]:
-        """Beyond aiokafka: every group with its state, type and coordinator, sorted by id."""
-        return await group_ops.list_groups(self._client, broker_ids)
+    async def list_groups(
+        self,
+        broker_ids: list[int] | None = None,
+        *,
+        states: list[str] | None = None,
+        group_types: list[str] | None = None,
+    ) -> list[group_ops.ListedGroup]:
+        """Beyond aiokafka: every group with its state, type and coordinator, sorted by id;
+        only those in ``states`` (``"Stable"``, ``"Empty"``, ...) or of ``group_types``
+        (``"classic"``, ``"consumer"``: KIP-848) when given (Java's ListGroupsOptions)."""
+        return await group_ops.list_groups(
+            self._client, broker_ids, states=states or (), types=group_types or ()
+        )
 
     async def list_consumer_group_offsets(
         self,

@@ -29,6 +29,7 @@ from aiokafka_lite.structs import (
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .fetcher import EARLIEST, LATEST, Fetcher
 from .group import Coordinator
+from .group848 import group_protocol_args
 from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
@@ -65,6 +66,8 @@ class AIOKafkaConsumer:
     ``auto.create.topics.enable``. ``hooks`` (an aiokafka_lite extension) takes objects
     implementing :class:`aiokafka_lite.hooks.Hook` methods (connections, requests, fetches,
     commits, rebalances, and ``on_consume`` per record); :meth:`metrics` returns counters.
+    ``group_protocol="consumer"`` (Kafka 4's KIP-848 groups, the broker's
+    ``group_remote_assignor``) replaces the classic ``"classic"`` group protocol.
     """
 
     #: the built-in metrics hook is registered (benchmarks turn it off to measure its cost)
@@ -113,6 +116,8 @@ class AIOKafkaConsumer:
         client_rack: str | None = None,
         allow_auto_create_topics: bool = True,
         hooks: Iterable[object] | None = None,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
     ) -> None:
         # as aiokafka: the deprecated arguments are accepted with a DeprecationWarning
         if loop is not None:
@@ -133,6 +138,14 @@ class AIOKafkaConsumer:
             raise ValueError(f"Incorrect isolation level {isolation_level}")
         if group_id is None and group_instance_id is not None:
             raise ValueError("group_instance_id needs a group_id")
+        coordinator_class, group_args = group_protocol_args(
+            group_protocol,
+            group_remote_assignor,
+            client_rack,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            partition_assignment_strategy=partition_assignment_strategy,
+        )
         self._metrics = ClientMetrics()
         info = ClientInfo.of("consumer", client_id, group_id, bootstrap_servers)
         self._hooks = HookSet(
@@ -200,7 +213,9 @@ class AIOKafkaConsumer:
             exclude_internal_topics=exclude_internal_topics,
             isolation_level=isolation_level,
             hooks=self._hooks,
+            **group_args,
         )
+        self._coordinator_class = coordinator_class
         # start() waits at most this long for the first assignment (then goes on in the
         # background): a join can wait for other members up to their rebalance timeout
         self._start_timeout = (
@@ -237,7 +252,7 @@ class AIOKafkaConsumer:
         refresh = self._client.add_topics(sorted(wanted)) if wanted else None
         await self._client.start()
         self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
-        self._coordinator = Coordinator(self._client, subs, **self._coordinator_args)
+        self._coordinator = self._coordinator_class(self._client, subs, **self._coordinator_args)
         self._started = True
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:

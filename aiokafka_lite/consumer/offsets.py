@@ -83,6 +83,10 @@ class OffsetsMixin:
     def _membership_lost(self, code: int) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def _fetch_member(self) -> tuple[str | None, int]:
+        """The member id and epoch an OffsetFetch carries (KIP-848 members; classic: none)."""
+        return None, -1
+
     def _check_group(self) -> None:
         if self.group_id is None:
             raise Errors.IllegalOperation("commit/committed need a group_id")
@@ -199,7 +203,10 @@ class OffsetsMixin:
         self._check_group()
         tps = list(partitions)
         group_id: str = self.group_id  # type: ignore[assignment]  # checked by _check_group
-        request = offset_fetch_request(group_id, tps, self._require_stable)
+        member_id, member_epoch = self._fetch_member()
+        request = offset_fetch_request(
+            group_id, tps, self._require_stable, member_id=member_id, member_epoch=member_epoch
+        )
         answer: list[Any] = []
 
         def error_of(resp: Any) -> int:

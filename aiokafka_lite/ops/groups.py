@@ -1,4 +1,5 @@
-"""Groups: FindCoordinator, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete."""
+"""Groups: FindCoordinator, DescribeGroups (and ConsumerGroupDescribe for KIP-848 groups),
+ListGroups, DeleteGroups, OffsetDelete."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import decode_data
+from ..protocol import decode_data, encode_data
 from ..protocol import messages as m
 from ..structs import TopicPartition
 from ._exec import (
@@ -33,12 +34,14 @@ __all__ = [
     "delete_groups",
     "delete_groups_request",
     "delete_offsets",
+    "consumer_group_describe_request",
     "describe_groups",
     "describe_groups_request",
     "find_coordinator",
     "find_coordinator_request",
     "list_groups",
     "list_groups_request",
+    "parse_consumer_group_describe",
     "parse_delete_groups",
     "parse_describe_groups",
     "parse_find_coordinator",
@@ -136,6 +139,57 @@ def parse_describe_groups(resp: Any) -> dict[str, GroupDescription | ItemError]:
     return out
 
 
+def consumer_group_describe_request(
+    groups: Sequence[str], include_authorized_operations: bool = False
+) -> Any:
+    """ConsumerGroupDescribe (KIP-848 groups) of ``groups`` (all at one coordinator)."""
+    return m.ConsumerGroupDescribeRequest(
+        group_ids=list(groups), include_authorized_operations=include_authorized_operations
+    )
+
+
+def parse_consumer_group_describe(resp: Any) -> dict[str, GroupDescription | ItemError]:
+    """ConsumerGroupDescribe answers in DescribeGroups' shape: protocol type ``consumer``, the
+    broker's assignor as the protocol, each member's current assignment (topic names) also
+    encoded as the classic ConsumerProtocolAssignment, no member metadata."""
+    out: dict[str, GroupDescription | ItemError] = {}
+    for g in resp.groups:
+        err = ItemError(g.error_code, g.error_message) if g.error_code else None
+        if err is not None and err.retriable:
+            out[g.group_id] = err
+            continue
+        members = []
+        for mb in g.members:
+            owned = [(t.topic_name, list(t.partitions)) for t in mb.assignment.topic_partitions]
+            data = m.ConsumerProtocolAssignment(
+                assigned_partitions=[
+                    m.ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps)
+                    for t, ps in owned
+                ]
+            )
+            members.append(
+                GroupMember(
+                    member_id=mb.member_id,
+                    group_instance_id=mb.instance_id,
+                    client_id=mb.client_id,
+                    client_host=mb.client_host,
+                    member_metadata=b"",
+                    member_assignment=encode_data(data, 0),
+                    assignment=tuple(TopicPartition(t, p) for t, ps in owned for p in ps),
+                )
+            )
+        out[g.group_id] = GroupDescription(
+            group_id=g.group_id,
+            state=g.group_state,
+            protocol_type="consumer",
+            protocol=g.assignor_name,
+            members=tuple(members),
+            authorized_operations=g.authorized_operations,
+            error=err,
+        )
+    return out
+
+
 async def describe_groups(
     client: KafkaClient,
     group_ids: Iterable[str],
@@ -144,8 +198,10 @@ async def describe_groups(
     coordinator: int | None = None,
     timeout_ms: float | None = None,
 ) -> dict[str, GroupDescription | ItemError]:
-    """DescribeGroups at each group's coordinator."""
-    return await by_coordinator(
+    """DescribeGroups at each group's coordinator. A Kafka 4 broker describes a KIP-848 group
+    that way as ``Dead`` with no members; those are asked again with ConsumerGroupDescribe
+    (where the broker has it), so groups of either protocol are described."""
+    found = await by_coordinator(
         client,
         group_ids,
         lambda groups: describe_groups_request(groups, include_authorized_operations),
@@ -154,6 +210,25 @@ async def describe_groups(
         what="DescribeGroups",
         coordinator=coordinator,
     )
+    dead = [
+        gid
+        for gid, d in found.items()
+        if isinstance(d, GroupDescription) and d.error is None and d.state == "Dead"
+    ]
+    if dead and client.supports(m.ConsumerGroupDescribeRequest):
+        again = await by_coordinator(
+            client,
+            dead,
+            lambda groups: consumer_group_describe_request(groups, include_authorized_operations),
+            parse_consumer_group_describe,
+            timeout_ms=timeout_ms,
+            what="ConsumerGroupDescribe",
+            coordinator=coordinator,
+        )
+        for gid, d in again.items():  # GROUP_ID_NOT_FOUND: no such group, keep "Dead"
+            if isinstance(d, GroupDescription) and d.error is None:
+                found[gid] = d
+    return found
 
 
 # -------------------------------------------------------------------------------- ListGroups
@@ -170,9 +245,10 @@ class ListedGroup:
     coordinator: int = -1
 
 
-def list_groups_request(states: Iterable[str] = ()) -> Any:
-    """ListGroups (optionally only groups in ``states``, v4+)."""
-    return m.ListGroupsRequest(states_filter=list(states))
+def list_groups_request(states: Iterable[str] = (), types: Iterable[str] = ()) -> Any:
+    """ListGroups (optionally only groups in ``states``, v4+, of ``types``: ``classic``,
+    ``consumer``, ..., v5+)."""
+    return m.ListGroupsRequest(states_filter=list(states), types_filter=list(types))
 
 
 def parse_list_groups(resp: Any, node_id: int) -> list[ListedGroup] | ItemError:
@@ -190,11 +266,17 @@ async def list_groups(
     broker_ids: Iterable[int] | None = None,
     *,
     timeout_ms: float | None = None,
+    states: Iterable[str] = (),
+    types: Iterable[str] = (),
 ) -> list[ListedGroup]:
     """ListGroups of every broker (each lists the groups it coordinates), sorted by group id.
 
-    A broker's error (e.g. COORDINATOR_LOAD_IN_PROGRESS) is raised, as aiokafka does.
+    ``states`` / ``types``: only groups in those states / of those types (case-insensitive;
+    also applied to the answers of brokers too old to filter). A broker's error (e.g.
+    COORDINATOR_LOAD_IN_PROGRESS) is raised, as aiokafka does.
     """
+    want_states = {x.lower() for x in states}
+    want_types = {x.lower() for x in types}
     if broker_ids is None:
         if not client.cluster.brokers():
             await client.force_metadata_update()
@@ -203,7 +285,11 @@ async def list_groups(
     answers = await asyncio.gather(
         *(
             to_node(
-                client, list_groups_request(), node_id=n, timeout_ms=timeout_ms, what="ListGroups"
+                client,
+                list_groups_request(sorted(states), sorted(types)),
+                node_id=n,
+                timeout_ms=timeout_ms,
+                what="ListGroups",
             )
             for n in nodes
         )
@@ -214,6 +300,10 @@ async def list_groups(
         if isinstance(parsed, ItemError):
             raise parsed.exception(f"ListGroups on broker {node}")
         for g in parsed:
+            if want_states and g.state.lower() not in want_states:
+                continue
+            if want_types and (g.group_type or "classic").lower() not in want_types:
+                continue
             out[g.group_id] = g
     return [out[k] for k in sorted(out)]
 

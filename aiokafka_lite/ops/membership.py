@@ -1,4 +1,5 @@
-"""Group membership: JoinGroup, SyncGroup, Heartbeat, LeaveGroup request builders.
+"""Group membership: JoinGroup, SyncGroup, Heartbeat, LeaveGroup request builders, and the
+KIP-848 consumer protocol's ConsumerGroupHeartbeat.
 
 Only the consumer's group coordinator sends these, on its own coordinator connection, and its
 retry policy is part of the membership state machine (rejoin, member id reset, fencing), so
@@ -14,6 +15,7 @@ from typing import Any
 from ..protocol import messages as m
 
 __all__ = [
+    "consumer_group_heartbeat_request",
     "heartbeat_request",
     "join_group_request",
     "leave_group_request",
@@ -89,4 +91,41 @@ def leave_group_request(group_id: str, member_id: str, reason: str) -> Any:
         group_id=group_id,
         member_id=member_id,
         members=[m.LeaveGroupRequest.MemberIdentity(member_id=member_id, reason=reason)],
+    )
+
+
+def consumer_group_heartbeat_request(
+    group_id: str,
+    *,
+    member_id: str,
+    member_epoch: int,
+    instance_id: str | None = None,
+    rack_id: str | None = None,
+    rebalance_timeout_ms: int = -1,
+    subscribed_topic_names: Iterable[str] | None = None,
+    subscribed_topic_regex: str | None = None,
+    server_assignor: str | None = None,
+    owned: Mapping[Any, Iterable[int]] | None = None,
+) -> Any:
+    """ConsumerGroupHeartbeat (KIP-848). Epoch 0 joins, -1 leaves, -2 leaves as a static member
+    that comes back; every optional field left None (rebalance timeout -1) means "unchanged
+    since the last heartbeat". ``owned`` maps topic id -> the partitions this member owns."""
+    return m.ConsumerGroupHeartbeatRequest(
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        instance_id=instance_id,
+        rack_id=rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        subscribed_topic_names=None
+        if subscribed_topic_names is None
+        else list(subscribed_topic_names),
+        subscribed_topic_regex=subscribed_topic_regex,
+        server_assignor=server_assignor,
+        topic_partitions=None
+        if owned is None
+        else [
+            m.ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tid, partitions=sorted(ps))
+            for tid, ps in owned.items()
+        ],
     )

@@ -134,9 +134,15 @@ async def list_offsets(
 
 
 def offset_fetch_request(
-    group_id: str, partitions: Iterable[TopicPartition] | None, require_stable: bool = False
+    group_id: str,
+    partitions: Iterable[TopicPartition] | None,
+    require_stable: bool = False,
+    *,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> Any:
-    """OffsetFetch of ``group_id`` for ``partitions`` (None: every committed partition)."""
+    """OffsetFetch of ``group_id`` for ``partitions`` (None: every committed partition).
+    ``member_id`` / ``member_epoch``: a KIP-848 member's (v9+), so a stale member is refused."""
     by_topic = None if partitions is None else _by_topic(partitions)
     return m.OffsetFetchRequest(
         group_id=group_id,
@@ -149,8 +155,8 @@ def offset_fetch_request(
         groups=[
             m.OffsetFetchRequest.OffsetFetchRequestGroup(
                 group_id=group_id,
-                member_id=None,
-                member_epoch=-1,
+                member_id=member_id,
+                member_epoch=member_epoch,
                 topics=None
                 if by_topic is None
                 else [

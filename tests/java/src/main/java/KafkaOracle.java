@@ -120,6 +120,7 @@ public final class KafkaOracle {
                 case "produce" -> produce(options);
                 case "consume" -> consume(options);
                 case "group-member" -> groupMember(options);
+                case "group-member-consumer" -> ConsumerProtocolMember.run(args); // its own file
                 case "partition-for" -> partitionFor(options);
                 case "create-topic" -> createTopic(options);
                 default -> throw new UsageException("unknown command " + args[0]);

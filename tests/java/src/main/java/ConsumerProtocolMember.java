@@ -1,0 +1,158 @@
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Collection;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/**
+ * {@code group-member-consumer}: a Java consumer in a KIP-848 group ({@code group.protocol=consumer}),
+ * printing the same JSON lines as {@code group-member} (tests/java_oracle.py {@code GroupMember}):
+ * {@code assigned} / {@code revoked} / {@code lost} events with their partitions, each record read,
+ * {@code commit_failed}, {@code closed}. Commits synchronously after each poll that returned records;
+ * "stop" on stdin (or the end of stdin) closes it, so it leaves the group.
+ *
+ * <pre>group-member-consumer --bootstrap H:P --topic T --group G [--remote-assignor uniform|range]
+ *     [--run-ms N] [--from beginning|latest]</pre>
+ */
+final class ConsumerProtocolMember {
+    private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+
+    private ConsumerProtocolMember() {}
+
+    static void run(String[] args) throws Exception {
+        String bootstrap = null, topic = null, group = null, assignor = null, from = "beginning";
+        long runMs = 120000;
+        for (int i = 1; i + 1 < args.length; i += 2) {
+            String value = args[i + 1];
+            switch (args[i]) {
+                case "--bootstrap" -> bootstrap = value;
+                case "--topic" -> topic = value;
+                case "--group" -> group = value;
+                case "--remote-assignor" -> assignor = value;
+                case "--run-ms" -> runMs = Long.parseLong(value);
+                case "--from" -> from = value;
+                default -> throw new IllegalArgumentException("unknown option " + args[i]);
+            }
+        }
+        if (bootstrap == null || topic == null || group == null) {
+            throw new IllegalArgumentException("--bootstrap, --topic and --group are required");
+        }
+        Properties config = new Properties();
+        config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        config.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-oracle-consumer-protocol");
+        config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        config.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, from.equals("latest") ? "latest" : "earliest");
+        if (assignor != null) {
+            config.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, assignor);
+        }
+
+        AtomicBoolean stop = new AtomicBoolean(false);
+        Thread watcher = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
+                    // wait for "stop" or the end of stdin
+                }
+            } catch (IOException e) {
+                System.err.println("warning: reading stdin failed: " + e);
+            }
+            stop.set(true);
+        }, "stdin-watcher");
+        watcher.setDaemon(true);
+        watcher.start();
+
+        long deadline = System.nanoTime() + runMs * 1_000_000L;
+        KafkaConsumer<byte[], byte[]> consumer =
+            new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        try {
+            consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                    event("revoked", partitions, consumer);
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                    event("assigned", partitions, consumer);
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                    event("lost", partitions, consumer);
+                }
+            });
+            while (!stop.get() && System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+                for (ConsumerRecord<byte[], byte[]> record : records) {
+                    emit("{\"topic\":" + str(record.topic()) + ",\"partition\":" + record.partition()
+                        + ",\"offset\":" + record.offset() + ",\"timestamp\":" + record.timestamp()
+                        + ",\"key\":" + b64(record.key()) + ",\"value\":" + b64(record.value())
+                        + ",\"headers\":[]}");
+                }
+                if (!records.isEmpty()) {
+                    try {
+                        consumer.commitSync();
+                    } catch (KafkaException e) {
+                        emit("{\"event\":\"commit_failed\",\"error\":" + str(e.toString()) + "}");
+                    }
+                }
+            }
+        } finally {
+            consumer.close(Duration.ofSeconds(10));
+        }
+        emit("{\"event\":\"closed\"}");
+    }
+
+    private static void event(String kind, Collection<TopicPartition> partitions, KafkaConsumer<?, ?> consumer) {
+        List<String> pairs = new ArrayList<>();
+        partitions.stream()
+            .sorted((a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition())
+                : a.topic().compareTo(b.topic()))
+            .forEach(tp -> pairs.add("[" + str(tp.topic()) + "," + tp.partition() + "]"));
+        emit("{\"event\":" + str(kind) + ",\"partitions\":[" + String.join(",", pairs) + "],\"generation\":"
+            + consumer.groupMetadata().generationId() + ",\"member_id\":" + str(consumer.groupMetadata().memberId())
+            + "}");
+    }
+
+    private static String b64(byte[] bytes) {
+        return bytes == null ? "null" : "\"" + Base64.getEncoder().encodeToString(bytes) + "\"";
+    }
+
+    /** A JSON string; topic names and error texts here are printable ASCII but escape anyway. */
+    private static String str(String text) {
+        StringBuilder out = new StringBuilder("\"");
+        for (char c : text.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                out.append('\\').append(c);
+            } else if (c < 0x20 || c > 0x7e) {
+                out.append(String.format("\\u%04x", (int) c));
+            } else {
+                out.append(c);
+            }
+        }
+        return out.append('"').toString();
+    }
+
+    private static synchronized void emit(String line) {
+        OUT.print(line + "\n");
+        OUT.flush();
+    }
+}
