@@ -16,6 +16,8 @@ class ConfigResourceType(IntEnum):
 
     BROKER = 4
     TOPIC = 2
+    #: a group's configs (Kafka 4: share.auto.offset.reset, share.record.lock.duration.ms ...)
+    GROUP = 32
 
 
 class ConfigResource:
