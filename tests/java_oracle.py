@@ -46,6 +46,7 @@ __all__ = [
     "partitions_for",
     "create_topic",
     "GroupMember",
+    "ShareMember",
 ]
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
@@ -131,7 +132,8 @@ def _is_fresh(build_dir: Path, kafka_version: str | None = None) -> bool:
         # _run_maven touches the stamp when Maven succeeds: Maven itself leaves files that did
         # not need to change (classpath.txt, classes) with their old times.
         built = (build_dir / STAMP).stat().st_mtime
-        if built < max(POM.stat().st_mtime, SOURCE.stat().st_mtime):
+        sources = [p.stat().st_mtime for p in SOURCE.parent.glob("*.java")]
+        if built < max(POM.stat().st_mtime, SOURCE.stat().st_mtime, *sources):
             return False
         if not (build_dir / "classes" / "KafkaOracle.class").exists():
             return False
@@ -487,6 +489,9 @@ class GroupMember:
             a.wait_for(lambda m: len(m.assigned()) == 2)
     """
 
+    #: the KafkaOracle subcommand it runs (ShareMember: "share-member")
+    command = "group-member"
+
     def __init__(
         self,
         bootstrap: str,
@@ -524,7 +529,7 @@ class GroupMember:
         if self.process is not None:
             raise RuntimeError("GroupMember already started")
         self.process = subprocess.Popen(
-            [*java_command(self.kafka_version), "group-member", *self.args],
+            [*java_command(self.kafka_version), self.command, *self.args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -675,6 +680,27 @@ class GroupMember:
         for raw in stream:
             with self._changed:
                 self._stderr.append(raw.decode(errors="replace"))
+
+
+class ShareMember(GroupMember):
+    """A Java ``KafkaShareConsumer`` in share group ``group`` (``ShareOracle.java``), kept
+    running like :class:`GroupMember`: implicit acknowledgement, ``commitSync()`` after every
+    poll. :attr:`records` carry ``delivery_count``; ``commit`` events count failed
+    acknowledgements (``errors``)."""
+
+    command = "share-member"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        *,
+        run_ms: int = 120_000,
+        kafka_version: str | None = None,
+    ) -> None:
+        super().__init__(bootstrap, topic, group, run_ms=run_ms, kafka_version=kafka_version)
+        self.args = _options(bootstrap=bootstrap, topic=topic, group=group, run_ms=run_ms)
 
 
 if __name__ == "__main__":  # `python -m tests.java_oracle build [VERSION ...]` (make jars)

@@ -122,6 +122,7 @@ public final class KafkaOracle {
                 case "group-member" -> groupMember(options);
                 case "partition-for" -> partitionFor(options);
                 case "create-topic" -> createTopic(options);
+                case "share-member" -> ShareOracle.run(args); // tests/java/.../ShareOracle.java
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;
