@@ -356,3 +356,78 @@ async def test_two_partitions_async_for_with_deserializer(broker, new_topic):
     assert sorted(seen) == [(p, i, f"{p}-{i}", 1) for p in (0, 1) for i in range(5)]
     assert set(results) <= {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     assert all(exc is None for exc in results.values())
+
+
+async def test_delivery_count_limit_archives_a_failing_record(broker, new_topic):
+    await need_share_groups(broker)
+    topic = await new_topic(partitions=1)
+    group = _group()
+    await configure_group(
+        broker.bootstrap,
+        group,
+        share_auto_offset_reset="earliest",
+        share_delivery_count_limit="2",
+    )
+    await produce_values(broker.bootstrap, topic, [b"poison"])
+    async with AIOKafkaShareConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        acknowledgement_mode="explicit",
+    ) as consumer:
+        counts = []
+        for _ in range(2):  # released twice: the second release reaches the limit
+            (rec,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30)
+            counts.append(rec.delivery_count)
+            consumer.acknowledge(rec, AcknowledgeType.RELEASE)
+            assert await consumer.commit() == {TopicPartition(topic, 0): None}
+        assert counts == [1, 2]
+        await produce_values(broker.bootstrap, topic, [b"next"])
+        got = await _poll_until(
+            consumer, lambda g: any(r.value == b"next" for r in g), 30, consumer.acknowledge
+        )
+        assert [r.value for r in got] == [b"next"]  # poison was archived, not delivered again
+
+
+async def test_renew_keeps_a_slow_record(broker, new_topic):
+    """Two records held past the lock duration: the one renewed (RENEW + commit every few
+    seconds) can still be accepted, the other's lock expired (INVALID_RECORD_STATE)."""
+    await need_share_groups(broker)
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await configure_group(
+        broker.bootstrap,
+        group,
+        share_auto_offset_reset="earliest",
+        share_record_lock_duration_ms=str(MIN_LOCK_MS),
+    )
+    for p in (0, 1):
+        await produce_values(broker.bootstrap, topic, [b"slow-%d" % p], partition=p)
+    async with AIOKafkaShareConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        acknowledgement_mode="explicit",
+    ) as consumer:
+        # renewed records do not hold up the next poll (the records may come in two fetches)
+        got = await _poll_until(
+            consumer,
+            lambda g: len(g) >= 2,
+            30,
+            lambda r: consumer.acknowledge(r, AcknowledgeType.RENEW),
+        )
+        by_partition = {r.partition: r for r in got}
+        # (a renewal may already have gone with the second poll: commit sends the rest)
+        renewed = await consumer.commit()
+        assert set(renewed) <= {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+        assert all(exc is None for exc in renewed.values()), renewed
+        held_since = time.monotonic()
+        while time.monotonic() - held_since < MIN_LOCK_MS / 1000 + 3:
+            consumer.acknowledge(by_partition[0], AcknowledgeType.RENEW)
+            assert await consumer.commit() == {TopicPartition(topic, 0): None}
+            await asyncio.sleep(MIN_LOCK_MS / 1000 / 4)
+        consumer.acknowledge(by_partition[0], AcknowledgeType.ACCEPT)
+        consumer.acknowledge(by_partition[1], AcknowledgeType.ACCEPT)
+        results = await consumer.commit()
+    assert results[TopicPartition(topic, 0)] is None
+    assert isinstance(results[TopicPartition(topic, 1)], Errors.InvalidRecordStateError)

@@ -29,8 +29,9 @@ class AcknowledgeType(enum.IntEnum):
 
     ACCEPT: done, never delivered again. RELEASE: give it back, it is delivered again (to any
     member) with ``delivery_count`` + 1. REJECT: unprocessable, never delivered again.
-    RENEW: still working on it, extend its acquisition lock (brokers with ShareFetch v2+); it
-    must still be acknowledged with one of the others afterwards."""
+    RENEW: still working on it, extend its acquisition lock (brokers with ShareAcknowledge
+    v2+); it must still be acknowledged with one of the others afterwards, and does not hold up
+    the next poll in explicit mode."""
 
     ACCEPT = 1
     RELEASE = 2
@@ -101,6 +102,8 @@ class AckBook:
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
         #: acknowledgements waiting to be sent (offset -> type)
         self.pending: dict[TopicPartition, dict[int, int]] = {}
+        #: delivered records renewed (RENEW): they do not hold up the next poll
+        self.renewed: set[tuple[TopicPartition, int]] = set()
 
     def handed_out(self, records: Iterable[ShareConsumerRecord]) -> None:
         """Remember ``records`` as delivered to the application."""
@@ -118,7 +121,7 @@ class AckBook:
 
     def acknowledge(self, tp: TopicPartition, offset: int, kind: AcknowledgeType) -> None:
         """Record ``kind`` for a delivered record (IllegalStateError if it was not delivered
-        by the latest poll or is already acknowledged)."""
+        by the latest poll, or renewed since, or is already acknowledged)."""
         delivered = self.delivered.get(tp)
         if delivered is None or offset not in delivered:
             raise Errors.IllegalStateError(
@@ -126,7 +129,10 @@ class AckBook:
                 "poll awaiting acknowledgement"
             )
         self.pending.setdefault(tp, {})[offset] = int(kind)
-        if kind is not AcknowledgeType.RENEW:
+        if kind is AcknowledgeType.RENEW:
+            self.renewed.add((tp, offset))
+        else:
+            self.renewed.discard((tp, offset))
             del delivered[offset]
             if not delivered:
                 del self.delivered[tp]
@@ -138,10 +144,12 @@ class AckBook:
             for off in offsets:
                 pend[off] = int(kind)
         self.delivered.clear()
+        self.renewed.clear()
 
     def unacknowledged(self) -> int:
-        """How many delivered records wait for an acknowledgement."""
-        return sum(len(o) for o in self.delivered.values())
+        """How many delivered records wait for an acknowledgement (renewed ones excepted: they
+        are still being worked on and may be acknowledged after later polls)."""
+        return sum(len(o) for o in self.delivered.values()) - len(self.renewed)
 
     def take(
         self, partitions: Iterable[TopicPartition] | None = None
@@ -156,7 +164,3 @@ class AckBook:
             if acks:
                 out[tp] = acks
         return out
-
-    def forget(self, tp: TopicPartition) -> None:
-        """Drop what is known of ``tp`` (its records were released by the broker)."""
-        self.delivered.pop(tp, None)

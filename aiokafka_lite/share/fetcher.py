@@ -53,6 +53,9 @@ _REFRESH = frozenset(
 )
 
 
+_RENEW = int(AcknowledgeType.RENEW)
+
+
 def _next_epoch(epoch: int) -> int:
     return 1 if epoch >= 2**31 - 1 else epoch + 1
 
@@ -169,13 +172,12 @@ class ShareFetcher:
             if acks and s.epoch == 0:
                 self._report(self._fail_all(acks, _released()))
                 acks = {}
-            # acknowledgements of partitions leaving the session go first, on their own
-            leaving = {tp: a for tp, a in acks.items() if tp not in want}
-            if leaving:
-                self._report(
-                    await self._acknowledge_locked(node, s, leaving, ack_parts, final=False)
-                )
-                acks = {tp: a for tp, a in acks.items() if tp in want}
+            # acknowledgements of partitions leaving the session, and renewals (a ShareFetch
+            # carrying RENEW may not fetch), go first in a ShareAcknowledge of their own
+            alone = {tp: a for tp, a in acks.items() if tp not in want or _RENEW in a.values()}
+            if alone:
+                self._report(await self._acknowledge_locked(node, s, alone, ack_parts, final=False))
+                acks = {tp: a for tp, a in acks.items() if tp not in alone}
             if not want:
                 return
             if s.epoch == 0:
