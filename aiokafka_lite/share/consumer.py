@@ -363,23 +363,40 @@ class AIOKafkaShareConsumer:
                     self._raise_pending()
                     return self._hand_out(max_records) if fetcher.buffer else []
                 continue
-            if self._round is None or self._round.done():
+            rnd = self._round
+            if rnd is None or rnd.done():
                 max_wait = self._max_wait_ms
                 if remaining is not None:
                     max_wait = max(0, min(max_wait, int(remaining * 1000)))
-                self._round = asyncio.ensure_future(fetcher.fetch_round(assigned, max_wait))
+                rnd = self._round = asyncio.ensure_future(fetcher.fetch_round(assigned, max_wait))
             started = time.monotonic()
-            # shielded: a cancelled poll leaves the round running; its records wait for the
-            # next poll (they are acquired: dropping them would hold them until the lock expires)
-            await asyncio.shield(self._round)
+            # asyncio.wait neither cancels the round when this poll is cancelled or times out:
+            # its records wait for the next poll (they are acquired: dropping them would hold
+            # them until their lock expires)
+            await asyncio.wait([rnd], timeout=remaining)
+            if rnd.done() and not rnd.cancelled():
+                rnd.result()  # a failure of the round itself surfaces here
             if not fetcher.buffer and time.monotonic() - started < self._backoff_s:
-                await asyncio.sleep(self._backoff_s)
+                pause = self._backoff_s
+                if deadline is not None:
+                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                await asyncio.sleep(pause)
 
     def _hand_out(self, n: int) -> list[ShareConsumerRecord]:
         buf = self._fetcher.buffer
         out = buf[:n]
         del buf[:n]
         self._book.handed_out(out)
+        if not buf and not self._explicit and (self._round is None or self._round.done()):
+            # implicit mode, the buffer ran dry: fetch the next records while the application
+            # works on these (their acceptance goes with the round after). Not in explicit
+            # mode: a record the application releases could be re-acquired by this very fetch
+            # (one more delivery counted against share.delivery.count.limit)
+            assigned = self._membership.assignment()
+            if assigned:
+                self._round = asyncio.ensure_future(
+                    self._fetcher.fetch_round(assigned, self._max_wait_ms)
+                )
         if self._h_consume:
             for r in out:
                 emit(self._h_consume, r)
