@@ -431,3 +431,38 @@ async def test_renew_keeps_a_slow_record(broker, new_topic):
         results = await consumer.commit()
     assert results[TopicPartition(topic, 0)] is None
     assert isinstance(results[TopicPartition(topic, 1)], Errors.InvalidRecordStateError)
+
+
+async def test_failed_acknowledgement_sent_with_a_fetch_is_raised(broker, new_topic):
+    """An ACCEPT for a record whose lock expired rides on the next fetch; the broker refuses
+    it (INVALID_RECORD_STATE) and the poll raises ShareAcknowledgementError naming the
+    partition and offset; the consumer goes on (the record comes back, delivery_count 2)."""
+    from aiokafka_lite.share import ShareAcknowledgementError
+
+    await need_share_groups(broker)
+    topic = await new_topic(partitions=1)
+    group = _group()
+    await configure_group(
+        broker.bootstrap,
+        group,
+        share_auto_offset_reset="earliest",
+        share_record_lock_duration_ms=str(MIN_LOCK_MS),
+    )
+    await produce_values(broker.bootstrap, topic, [b"late"])
+    tp = TopicPartition(topic, 0)
+    async with AIOKafkaShareConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        acknowledgement_mode="explicit",
+    ) as consumer:
+        (rec,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30)
+        await asyncio.sleep(MIN_LOCK_MS / 1000 + 2)  # the point: the lock expires meanwhile
+        consumer.acknowledge(rec, AcknowledgeType.ACCEPT)
+        with pytest.raises(ShareAcknowledgementError) as failed:
+            await _poll_until(consumer, lambda g: False, 30)
+        assert isinstance(failed.value.results[tp], Errors.InvalidRecordStateError)
+        assert failed.value.offsets == {tp: [rec.offset]}
+        (again,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30, consumer.acknowledge)
+        assert (again.offset, again.delivery_count) == (rec.offset, 2)
+        assert await consumer.commit() == {tp: None}
