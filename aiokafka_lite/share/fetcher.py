@@ -5,9 +5,9 @@ one ShareFetch/ShareAcknowledge is in flight per node). Epoch 0 opens a session 
 partition to fetch; later requests name only the partitions added, with the removed ones as
 forgotten topics, and carry the acknowledgements of the partitions that node leads; each answer
 moves the epoch on (as the Java client, also after a request-level error). SHARE_SESSION_NOT_FOUND
-/ INVALID_SHARE_SESSION_EPOCH reset the session to epoch 0 (the broker released what it held).
+/ INVALID_SHARE_SESSION_EPOCH reset the session to epoch 0.
 An epoch-0 request cannot carry acknowledgements, so acknowledgements for a node without an
-open session fail (their records were released with the old session).
+open session fail (their records go back to the group with the old session).
 
 :class:`ShareFetcher` decodes each partition's record batches into
 :class:`~aiokafka_lite.share.acks.ShareConsumerRecord` s, keeping only the offsets this member
@@ -416,7 +416,7 @@ class ShareFetcher:
 
 def _released() -> BaseException:
     return Errors.ShareSessionNotFoundError(
-        "the share session holding these records ended: the broker released them"
+        "the share session holding these records ended: they go back to the group"
     )
 
 
