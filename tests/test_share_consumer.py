@@ -417,6 +417,7 @@ async def test_renew_keeps_a_slow_record(broker, new_topic):
             lambda r: consumer.acknowledge(r, AcknowledgeType.RENEW),
         )
         by_partition = {r.partition: r for r in got}
+        assert consumer.acquisition_lock_timeout_ms == MIN_LOCK_MS
         # (a renewal may already have gone with the second poll: commit sends the rest)
         renewed = await consumer.commit()
         assert set(renewed) <= {TopicPartition(topic, 0), TopicPartition(topic, 1)}

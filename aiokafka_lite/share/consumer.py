@@ -244,6 +244,13 @@ class AIOKafkaShareConsumer:
         return self._membership.assignment()
 
     @property
+    def acquisition_lock_timeout_ms(self) -> int:
+        """How long the broker keeps a record acquired for this member before giving it to
+        another (as the brokers last reported; 0 before the first fetch): acknowledge, or
+        RENEW, within it."""
+        return self._fetcher.lock_timeout_ms
+
+    @property
     def member_id(self) -> str:
         """This member's id in the share group."""
         return self._membership.member_id

@@ -408,11 +408,6 @@ class ShareFetcher:
         if keep:
             self.ack_results.append((keep, {tp: offsets[tp] for tp in keep}))
 
-    def reset_sessions(self) -> None:
-        """Forget every session (the member left or was fenced: the broker released all)."""
-        for s in self._sessions.values():
-            s.reset()
-
 
 def _released() -> BaseException:
     return Errors.ShareSessionNotFoundError(
