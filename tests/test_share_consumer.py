@@ -467,3 +467,43 @@ async def test_failed_acknowledgement_sent_with_a_fetch_is_raised(broker, new_to
         (again,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30, consumer.acknowledge)
         assert (again.offset, again.delivery_count) == (rec.offset, 2)
         assert await consumer.commit() == {tp: None}
+
+
+async def test_undeserializable_record_is_raised_and_released(broker, new_topic):
+    """A value the deserializer refuses: a poll raises its error (the good records of that
+    fetch wait for the next poll) and the record is released, so it comes back until
+    share.delivery.count.limit archives it; the good records are accepted once."""
+    await need_share_groups(broker)
+    topic = await new_topic(partitions=1)
+    group = _group()
+    await configure_group(
+        broker.bootstrap, group, share_auto_offset_reset="earliest", share_delivery_count_limit="2"
+    )
+    await produce_values(broker.bootstrap, topic, [b"ok-1", b"bad", b"ok-2"])
+
+    def decode(value: bytes | None) -> str:
+        if value == b"bad":
+            raise ValueError("cannot decode")
+        return (value or b"").decode()
+
+    raised = 0
+    seen: list[str] = []
+    async with AIOKafkaShareConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=group, value_deserializer=decode
+    ) as consumer:
+        deadline = time.monotonic() + 60
+        while "sentinel" not in seen:
+            assert time.monotonic() < deadline, (seen, raised)
+            try:
+                batch = await consumer.getmany(timeout_ms=500)
+            except ValueError as exc:
+                assert "cannot decode" in str(exc)
+                raised += 1
+                if raised == 2:  # archived now: what comes next proves it is not redelivered
+                    await produce_values(broker.bootstrap, topic, [b"sentinel"])
+                continue
+            seen += [r.value for recs in batch.values() for r in recs]
+        results = await consumer.commit()
+        assert all(e is None for e in results.values()), results
+    assert raised == 2
+    assert sorted(seen) == ["ok-1", "ok-2", "sentinel"]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -211,6 +212,17 @@ class AIOKafkaShareConsumer:
             await self._membership.leave(timeout)
         finally:
             await self._client.close()
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # as AIOKafkaConsumer: one collected without stop() leaks sockets and tasks; the
+        # broker gives its records back when the connections close
+        if getattr(self, "_started", False) and not getattr(self, "_closed", True):
+            self._closed = True
+            self._membership.cancel()
+            if self._round is not None:
+                self._round.cancel()
+            self._client.abandon()
+            _warn(f"Unclosed AIOKafkaShareConsumer {self!r}", ResourceWarning, source=self)
 
     async def __aenter__(self) -> AIOKafkaShareConsumer:
         await self.start()
