@@ -22,6 +22,7 @@ from .consumer import (
 )
 from .errors import ConsumerStoppedError, IllegalOperation
 from .producer import AIOKafkaProducer, DefaultPartitioner, Producer, RoundRobinPartitioner
+from .share import AcknowledgeType, AIOKafkaShareConsumer
 from .structs import (
     BrokerMetadata,
     ConsumerRecord,
@@ -39,6 +40,8 @@ __all__ = [
     "AIOKafkaAdminClient",
     "AIOKafkaConsumer",
     "AIOKafkaProducer",
+    "AIOKafkaShareConsumer",
+    "AcknowledgeType",
     "AbstractPartitionAssignor",
     "BrokerMetadata",
     "Consumer",

@@ -315,6 +315,7 @@ _SPARK_MODULES = ("test_spark", "test_spark_reference", "test_spark_cluster")
 #: listeners): one shard of the apache tests, so the 3.9 broker starts once
 _APACHE_INTEROP_MODULES = (
     "test_java_interop",
+    "test_share_java",
     "test_java_oracle_smoke",
     "test_java_group_protocol",
     "test_apache_versions",

@@ -46,6 +46,7 @@ __all__ = [
     "partitions_for",
     "create_topic",
     "GroupMember",
+    "ShareMember",
 ]
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
@@ -488,7 +489,8 @@ class GroupMember:
             a.wait_for(lambda m: len(m.assigned()) == 2)
     """
 
-    #: the KafkaOracle subcommand (``group-member-consumer``: the KIP-848 protocol)
+    #: the KafkaOracle subcommand it runs (``group-member-consumer``: the KIP-848 protocol;
+    #: ShareMember: ``share-member``)
     command = "group-member"
 
     def __init__(
@@ -679,6 +681,27 @@ class GroupMember:
         for raw in stream:
             with self._changed:
                 self._stderr.append(raw.decode(errors="replace"))
+
+
+class ShareMember(GroupMember):
+    """A Java ``KafkaShareConsumer`` in share group ``group`` (``ShareOracle.java``), kept
+    running like :class:`GroupMember`: implicit acknowledgement, ``commitSync()`` after every
+    poll. :attr:`records` carry ``delivery_count``; ``commit`` events count failed
+    acknowledgements (``errors``)."""
+
+    command = "share-member"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        *,
+        run_ms: int = 120_000,
+        kafka_version: str | None = None,
+    ) -> None:
+        super().__init__(bootstrap, topic, group, run_ms=run_ms, kafka_version=kafka_version)
+        self.args = _options(bootstrap=bootstrap, topic=topic, group=group, run_ms=run_ms)
 
 
 if __name__ == "__main__":  # `python -m tests.java_oracle build [VERSION ...]` (make jars)

@@ -31,6 +31,7 @@ from ..ops import topics as topic_ops
 from ..structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from . import _responses as R
 from ._reset import EARLIEST, LATEST, reset_offsets
+from ._share import ShareGroupAdmin
 from .config_resource import ConfigResource, by_target
 from .new_partitions import NewPartitions
 from .new_topic import NewTopic
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 #: ``reset_consumer_group_offsets`` targets
 
 
-class AIOKafkaAdminClient:
+class AIOKafkaAdminClient(ShareGroupAdmin):
     """Administer topics, configs, consumer groups, offsets and ACLs of a Kafka cluster.
 
     Keyword arguments are aiokafka's (``api_version`` and ``loop`` are accepted and ignored;

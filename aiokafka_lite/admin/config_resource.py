@@ -18,12 +18,19 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
 
 
+#: resource types beyond aiokafka's enum (kept as plain ints): a group's configs (Kafka 4:
+#: share.auto.offset.reset, share.record.lock.duration.ms ...), broker loggers, client metrics
+_MORE_TYPES = {"GROUP": 32, "BROKER_LOGGER": 8, "CLIENT_METRICS": 16}
+
+
 class ConfigResource:
     """A resource whose configs to describe or alter.
 
     ``configs``: for describe, the names to return (None: all); for alter, name -> value; for
     incremental alter, name -> value (set), None (delete) or ``(AlterOp, value)``.
-    ``resource_type`` may also be given by name (``"topic"``, ``"BROKER"``).
+    ``resource_type`` may also be given by name (``"topic"``, ``"BROKER"``); ``"group"`` (32),
+    ``"broker_logger"`` (8) and ``"client_metrics"`` (16), which aiokafka's enum lacks, are
+    accepted by name or number and kept as ints.
     """
 
     def __init__(
@@ -32,22 +39,32 @@ class ConfigResource:
         name: str,
         configs: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(resource_type, ConfigResourceType):
+        kind: ConfigResourceType | int
+        if isinstance(resource_type, ConfigResourceType):
+            kind = resource_type
+        elif isinstance(resource_type, int) and resource_type in _MORE_TYPES.values():
+            kind = int(resource_type)
+        elif str(resource_type).upper() in _MORE_TYPES:
+            kind = _MORE_TYPES[str(resource_type).upper()]
+        else:
             try:
                 if isinstance(resource_type, int):
-                    resource_type = ConfigResourceType(resource_type)
+                    kind = ConfigResourceType(resource_type)
                 else:
-                    resource_type = ConfigResourceType[str(resource_type).upper()]
+                    kind = ConfigResourceType[str(resource_type).upper()]
             except (KeyError, ValueError):
                 raise Errors.IllegalArgumentError(
                     f"unknown config resource type {resource_type!r}"
                 ) from None
-        self.resource_type = resource_type
+        self.resource_type = kind
         self.name = name
         self.configs = configs
 
     def __repr__(self) -> str:
-        return f"ConfigResource({self.resource_type.name}, {self.name!r}, configs={self.configs!r})"
+        kind = self.resource_type
+        names = {v: k for k, v in _MORE_TYPES.items()}
+        label = kind.name if isinstance(kind, ConfigResourceType) else names[kind]
+        return f"ConfigResource({label}, {self.name!r}, configs={self.configs!r})"
 
 
 def by_target(

@@ -21,7 +21,7 @@ __all__ = ["main", "build_parser", "CliError"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The complete argument parser."""
-    from . import bench, broker, consume, demo, groups, produce, topics
+    from . import bench, broker, consume, demo, groups, produce, share, topics
 
     parser = argparse.ArgumentParser(
         prog="aiokafka-lite",
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"aiokafka-lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (broker, topics, groups, produce, consume, bench, demo):
+    for module in (broker, topics, groups, share, produce, consume, bench, demo):
         module.register(sub)
     return parser
 

@@ -74,6 +74,11 @@ def _json_bytes(data: bytes | None) -> Any:
         return {"base64": base64.b64encode(bytes(data)).decode()}
 
 
+def _share_fields(record: Any) -> dict[str, Any]:
+    count = getattr(record, "delivery_count", None)
+    return {} if count is None else {"delivery_count": count}
+
+
 class Formatter:
     """Turns a ConsumerRecord into one output line."""
 
@@ -83,7 +88,7 @@ class Formatter:
         if not self.json:
             try:
                 self.template.format(topic="t", partition=0, offset=0, timestamp=0, key="",
-                                     value="", headers="")  # fmt: skip
+                                     value="", headers="", delivery_count=1)  # fmt: skip
             except (KeyError, IndexError, ValueError) as exc:
                 raise CliError(f"bad --format template {spec!r}: {exc!r}", 2) from None
 
@@ -99,6 +104,7 @@ class Formatter:
                     "key": _json_bytes(record.key),
                     "value": _json_bytes(record.value),
                     "headers": [[k, _json_bytes(v)] for k, v in headers],
+                    **_share_fields(record),
                 },
                 ensure_ascii=False,
             )
@@ -110,6 +116,7 @@ class Formatter:
             key=_text(record.key),
             value=_text(record.value),
             headers=",".join(f"{k}={_text(v)}" for k, v in headers),
+            delivery_count=getattr(record, "delivery_count", ""),  # share consumers' records
         )
 
 

@@ -36,8 +36,9 @@ __all__ = [
 #: Resource types (the protocol's numbers)
 TOPIC = 2
 BROKER = 4
-GROUP = 3
 BROKER_LOGGER = 8
+#: group configs (share groups' share.auto.offset.reset, share.record.lock.duration.ms ...)
+GROUP = 32
 
 
 class AlterOp:

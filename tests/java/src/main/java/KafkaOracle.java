@@ -123,6 +123,7 @@ public final class KafkaOracle {
                 case "group-member-consumer" -> ConsumerProtocolMember.run(args); // its own file
                 case "partition-for" -> partitionFor(options);
                 case "create-topic" -> createTopic(options);
+                case "share-member" -> ShareOracle.run(args); // tests/java/.../ShareOracle.java
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;

@@ -1,0 +1,81 @@
+"""Helpers for the share-group tests (``test_share_consumer.py``, ``test_share_java.py``).
+
+Share groups need Apache Kafka 4.x; brokers without them (Tansu, noida-db, Kafka 3.9) are
+detected from ApiVersions (no ShareGroupHeartbeat) and the scenario tests skip there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import AIOKafkaProducer
+from aiokafka_lite.admin import AIOKafkaAdminClient
+from aiokafka_lite.admin.config_resource import ConfigResource
+from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.ops.share import supports_share_groups
+
+#: the broker's smallest acquisition lock (group.share.min.record.lock.duration.ms)
+MIN_LOCK_MS = 15000
+
+
+async def share_groups_supported(bootstrap: str) -> bool:
+    """True when the broker at ``bootstrap`` has share groups (from ApiVersions)."""
+    client = KafkaClient(bootstrap_servers=bootstrap)
+    await client.start()
+    try:
+        return supports_share_groups(client)
+    finally:
+        await client.close()
+
+
+async def need_share_groups(broker: Any) -> None:
+    """Skip the running test on a broker without share groups."""
+    if not await share_groups_supported(broker.bootstrap):
+        pytest.skip(f"[{broker.kind}] no share groups (KIP-932): ShareGroupHeartbeat missing")
+
+
+async def configure_group(bootstrap: str, group: str, **configs: str) -> None:
+    """Set share-group configs (``share_auto_offset_reset="earliest"`` ...) on ``group``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        values = {k.replace("_", "."): v for k, v in configs.items()}
+        for resp in await admin.incremental_alter_configs([ConfigResource("group", group, values)]):
+            for res in resp.resources:
+                assert res.error_code == 0, (res.error_code, res.error_message)
+    finally:
+        await admin.close()
+
+
+async def produce_values(bootstrap: str, topic: str, values: Iterable[bytes], **kw: Any) -> None:
+    """Produce each value as its own record batch (send_and_wait one at a time), so share
+    fetches can acquire a few records at a time."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for v in values:
+            await producer.send_and_wait(topic, v, **kw)
+    finally:
+        await producer.stop()
+
+
+async def wait_until(
+    check: Callable[[], object | Awaitable[object]], timeout: float, what: str, step: float = 0.05
+) -> None:
+    """Wait for ``check()`` to hold, at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ok = check()
+        if inspect.isawaitable(ok):
+            ok = await ok
+        if ok:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        await asyncio.sleep(step)
