@@ -64,6 +64,7 @@ EVENTS = (
     "on_fetch",
     "on_consume",
     "on_commit",
+    "on_acknowledge",
     "on_partitions_revoked",
     "on_partitions_assigned",
 )
@@ -209,6 +210,17 @@ class Hook:
         """An offset commit finished (``commit()``, auto commit, the commit before a
         rebalance), successfully or with ``error``, after ``latency`` s (retries included)."""
 
+    def on_acknowledge(
+        self,
+        group_id: str,
+        results: Mapping[TopicPartition, BaseException | None],
+        offsets: Mapping[TopicPartition, Sequence[int]],
+    ) -> None:
+        """A share consumer's acknowledgements (:class:`AIOKafkaShareConsumer`) were answered:
+        per partition the error (None: done) and the offsets of the records acknowledged;
+        once per request that carried them (a ShareFetch, ShareAcknowledge, or a failure
+        before an answer)."""
+
     def on_partitions_revoked(self, group_id: str, revoked: set[TopicPartition]) -> None:
         """A rebalance starts: these partitions are taken away (empty before the first join);
         called before the rebalance listener's ``on_partitions_revoked``."""
@@ -251,6 +263,7 @@ class HookSet:
     on_fetch: tuple[Callable[..., Any], ...]
     on_consume: tuple[Callable[..., Any], ...]
     on_commit: tuple[Callable[..., Any], ...]
+    on_acknowledge: tuple[Callable[..., Any], ...]
     on_partitions_revoked: tuple[Callable[..., Any], ...]
     on_partitions_assigned: tuple[Callable[..., Any], ...]
 

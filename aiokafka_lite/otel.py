@@ -292,6 +292,29 @@ class _BoundHook:
         metric_attrs["messaging.destination.partition.id"] = str(record.partition)
         self._parent._consumed.add(1, metric_attrs)
 
+    def on_acknowledge(
+        self,
+        group_id: str,
+        results: Mapping[TopicPartition, BaseException | None],
+        offsets: Mapping[TopicPartition, Sequence[int]],
+    ) -> None:
+        # a share consumer's acknowledgements answered: one "settle" span per partition
+        for tp, error in results.items():
+            attrs = dict(self._base)
+            attrs["messaging.operation.name"] = "ack"
+            attrs["messaging.operation.type"] = "settle"
+            attrs["messaging.consumer.group.name"] = group_id
+            attrs["messaging.destination.name"] = tp.topic
+            attrs["messaging.destination.partition.id"] = str(tp.partition)
+            attrs["messaging.batch.message_count"] = len(offsets.get(tp, ()))
+            span = self._tracer.start_span(
+                f"ack {tp.topic}", kind=SpanKind.CLIENT, attributes=attrs
+            )
+            if error is not None:
+                span.set_attribute("error.type", type(error).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.end()
+
     def on_commit(
         self,
         group_id: str,

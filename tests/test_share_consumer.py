@@ -507,3 +507,64 @@ async def test_undeserializable_record_is_raised_and_released(broker, new_topic)
         assert all(e is None for e in results.values()), results
     assert raised == 2
     assert sorted(seen) == ["ok-1", "ok-2", "sentinel"]
+
+
+async def test_hooks_and_opentelemetry_see_receive_and_acknowledge(broker, new_topic):
+    """Hooks see every record handed out (on_consume) and each answered acknowledgement
+    (on_acknowledge: per partition the error and the offsets); the OpenTelemetry adapter
+    turns them into receive spans and one "settle" span per partition and answer."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from aiokafka_lite.otel import OpenTelemetryHook
+
+    await need_share_groups(broker)
+    topic = await new_topic(partitions=1)
+    group = _group()
+    await configure_group(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    await produce_values(broker.bootstrap, topic, [b"a", b"b", b"c"])
+
+    class Recorder:
+        def __init__(self):
+            self.consumed = []
+            self.acks = []
+
+        def on_consume(self, record):
+            self.consumed.append(record.offset)
+
+        def on_acknowledge(self, group_id, results, offsets):
+            self.acks.append((group_id, dict(results), {tp: list(o) for tp, o in offsets.items()}))
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    recorder = Recorder()
+    tp = TopicPartition(topic, 0)
+    try:
+        async with AIOKafkaShareConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            acknowledgement_mode="explicit",
+            hooks=[recorder, OpenTelemetryHook(tracer_provider=provider)],
+        ) as consumer:
+            got = await _poll_until(
+                consumer, lambda g: len(g) >= 3, 30, on_record=consumer.acknowledge
+            )
+            assert await consumer.commit() == {tp: None}
+        assert sorted(recorder.consumed) == sorted(r.offset for r in got) == [0, 1, 2]
+        acked = [o for g, results, offsets in recorder.acks for o in offsets.get(tp, [])]
+        assert sorted(acked) == [0, 1, 2]  # each acknowledged record reported once
+        assert all(g == group and results == {tp: None} for g, results, _ in recorder.acks)
+        spans = exporter.get_finished_spans()
+        receive = [s for s in spans if s.name == f"receive {topic}"]
+        settle = [s for s in spans if s.name == f"ack {topic}"]
+        assert len(receive) == 3
+        assert len(settle) == len(recorder.acks) >= 1
+        assert all(s.attributes["messaging.operation.type"] == "settle" for s in settle)
+        assert sum(s.attributes["messaging.batch.message_count"] for s in settle) == 3
+        assert all(s.attributes["messaging.consumer.group.name"] == group for s in settle)
+    finally:
+        provider.shutdown()

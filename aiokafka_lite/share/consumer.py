@@ -137,6 +137,7 @@ class AIOKafkaShareConsumer:
             max_records=max_poll_records,
             strict_max_records=strict_max_poll_records,
             check_crcs=check_crcs,
+            on_acknowledge=self._hooks.on_acknowledge,
         )
         self._round: asyncio.Task[None] | None = None
         self._started = False

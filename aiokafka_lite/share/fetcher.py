@@ -26,6 +26,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.ops.share import TopicIdPartition
 from aiokafka_lite.records.reader import RecordBatch, iter_batches
@@ -93,7 +94,9 @@ class ShareFetcher:
         max_records: int,
         strict_max_records: bool,
         check_crcs: bool,
+        on_acknowledge: tuple[Callable[..., Any], ...] = (),
     ) -> None:
+        self._h_ack = on_acknowledge
         self._client = client
         self._group = group_id
         self._member = member_id
@@ -329,6 +332,8 @@ class ShareFetcher:
         for r, o in await asyncio.gather(*(one(n) for n in nodes)):
             results.update(r)
             offsets.update(o)
+        if self._h_ack:
+            self._emit_ack((results, offsets))
         return results, offsets
 
     async def _acknowledge_locked(
@@ -407,6 +412,15 @@ class ShareFetcher:
         keep = {tp: exc for tp, exc in results.items() if offsets.get(tp)}
         if keep:
             self.ack_results.append((keep, {tp: offsets[tp] for tp in keep}))
+            if self._h_ack:
+                self._emit_ack((keep, offsets))
+
+    def _emit_ack(self, outcome: AckResults) -> None:
+        """The on_acknowledge hooks, for the partitions with records acknowledged."""
+        results, offsets = outcome
+        keep = {tp: exc for tp, exc in results.items() if offsets.get(tp)}
+        if keep:
+            emit(self._h_ack, self._group, keep, {tp: offsets[tp] for tp in keep})
 
 
 def _released() -> BaseException:
