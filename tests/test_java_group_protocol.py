@@ -135,7 +135,11 @@ async def test_mixed_group_with_the_java_client(
         await g.poll_until(lambda: len(g.reads()) == 180, "the last 60 records")
         twice = {k: n for k, n in g.reads().items() if n != 1}
         assert twice == {}, f"read more than once: {twice}"
-        assert took, "the Java member took none of the leaving member's partitions"
+        if assignor == "uniform":
+            # uniform moves only the leaver's partitions, evenly: the Java member gets some.
+            # range re-cuts contiguous ranges by member order, so the Java member may keep
+            # its own and the lite member take all of the leaver's (both covered by split())
+            assert took, "the Java member took none of the leaving member's partitions"
         assert not any(e["event"] == "commit_failed" for e in java.events), java.events
     finally:
         for c in lites:

@@ -17,6 +17,7 @@ from java_oracle import ShareMember
 from share_helpers import configure_group, need_share_groups, produce_values, wait_until
 
 from aiokafka_lite import AIOKafkaShareConsumer
+from aiokafka_lite.admin import AIOKafkaAdminClient
 
 pytestmark = pytest.mark.integration
 
@@ -45,6 +46,20 @@ async def test_java_and_lite_members_share_the_work(broker, new_topic):
         await m.start()
     try:
         await wait_until(lambda: all(m.assignment() for m in lite), 30, "assignment")
+        # the Java member's JVM may still be starting (a busy machine): produce only once the
+        # broker has all three members in the group with the partition assigned, else the
+        # lite members can take every record before the Java member polls at all
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+
+            async def three_members_assigned() -> bool:
+                desc = (await admin.describe_share_groups([group]))[group]
+                return len(desc.members) == 3 and all(mb.assignment for mb in desc.members)
+
+            await wait_until(three_members_assigned, 60, "three assigned members", step=0.2)
+        finally:
+            await admin.close()
 
         def total() -> int:
             return sum(len(c) for c in seen) + len({r["value"] for r in java.records})
