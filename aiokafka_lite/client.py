@@ -2,13 +2,11 @@
 
 One :class:`KafkaClient` serves one producer, consumer or admin client.
 
-* Connections are pooled per ``(node_id, group)``; ``group`` gives coordination traffic its own
-  socket so it never queues behind a long-poll fetch. Each key has its own connect task (no
-  global connect lock); concurrent senders share it.
-* Failed connects put the node in reconnect backoff: ``reconnect_backoff_ms`` doubling up to
-  ``reconnect_backoff_max_ms``, +-20 % jitter; a successful connect resets it.
-* Bootstrap addresses are pseudo-nodes with ids ``-1, -2, ...``; they are used until the first
-  metadata answer and later only as a last resort.
+* Connections (:class:`~aiokafka_lite._pool.ConnectionPool`): one per ``(node_id, group)``,
+  ``group`` giving coordination traffic its own socket so it never queues behind a long-poll
+  fetch; per-node reconnect backoff; bootstrap addresses as pseudo-nodes ``-1, -2, ...`` until
+  the first metadata answer and later only as a last resort.
+* Settings are checked at construction (:mod:`aiokafka_lite._checks`).
 * ONE refresher task owns metadata (:mod:`aiokafka_lite._metadata`): it refreshes every
   ``metadata_max_age_ms`` and whenever :meth:`KafkaClient.request_update` asks (requests
   coalesce into one future), never more often than ``retry_backoff_ms``, always on the
@@ -26,112 +24,28 @@ One :class:`KafkaClient` serves one producer, consumer or admin client.
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib.util
 import logging
 import random
 import ssl
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import errors as Errors
+from ._checks import SASL_MECHANISMS as SASL_MECHANISMS  # re-exported (their old home)
+from ._checks import SECURITY_PROTOCOLS as SECURITY_PROTOCOLS
+from ._checks import check_security_args as check_security_args
+from ._checks import parse_bootstrap
 from ._metadata import MetadataRefresher
+from ._pool import ConnectionPool
 from ._timeouts import Timeouts
 from .auth import AbstractTokenProvider
 from .cluster import ClusterMetadata
-from .conn import BrokerConnection, pick_version
+from .conn import pick_version
 from .hooks import ClientInfo, HookSet
 
 __all__ = ["AIOKafkaClient", "CoordinatorCache", "KafkaClient", "parse_bootstrap"]
 
 log = logging.getLogger(__name__)
-
-_UNCONNECTED_PENALTY = 1 << 20  # least-loaded: any connected node beats an unconnected one
-
-
-def _port(text: str, item: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise Errors.KafkaConfigurationError(f"bad port in bootstrap address {item!r}")
-    return int(text)
-
-
-def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2"`` or ``["h1:9092", "[::1]:9093"]`` -> ``[(host, port), ...]``."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out: list[tuple[str, int]] = []
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            continue
-        host, port = item, 9092
-        if item.startswith("["):  # [ipv6]:port
-            end = item.find("]")
-            if end < 0:
-                raise Errors.KafkaConfigurationError(f"bad bootstrap address {item!r}")
-            host, rest = item[1:end], item[end + 1 :]
-            if rest.startswith(":"):
-                port = _port(rest[1:], item)
-        elif item.count(":") == 1:
-            host, p = item.split(":")
-            port = _port(p, item)
-        out.append((host, port))
-    if not out:
-        raise Errors.KafkaConfigurationError(f"no bootstrap servers in {servers!r}")
-    return out
-
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-
-
-def check_security_args(
-    security_protocol: str,
-    ssl_context: ssl.SSLContext | None,
-    sasl_mechanism: str | None,
-    sasl_plain_username: str | None,
-    sasl_plain_password: str | None,
-    sasl_oauth_token_provider: object = None,
-) -> None:
-    """Refuse inconsistent security settings at construction, with aiokafka's rules and
-    exception class (ValueError). aiokafka checks the OAUTHBEARER provider when it opens a
-    connection (start()); this checks it at construction already."""
-    if security_protocol not in SECURITY_PROTOCOLS:
-        raise ValueError(
-            "`security_protocol` should be SSL or PLAINTEXT (or SASL_PLAINTEXT, SASL_SSL), "
-            f"got {security_protocol!r}"
-        )
-    if security_protocol in ("SSL", "SASL_SSL") and ssl_context is None:
-        raise ValueError(
-            f"`ssl_context` is mandatory if security_protocol=='SSL' (or 'SASL_SSL'; "
-            f"got {security_protocol!r}): see aiokafka_lite.helpers.create_ssl_context"
-        )
-    if security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        mechanism = sasl_mechanism or "PLAIN"
-        if mechanism not in SASL_MECHANISMS:
-            raise ValueError(
-                f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {mechanism!r}"
-            )
-        if mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
-            # not imported here (it loads libkrb5): the exchange imports it at connect
-            raise Errors.MissingExtraError(
-                "sasl_mechanism='GSSAPI' needs the gssapi package: "
-                "pip install 'aiokafka_lite[gssapi]'"
-            )
-        if mechanism == "PLAIN" and (sasl_plain_username is None or sasl_plain_password is None):
-            raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
-        if mechanism == "OAUTHBEARER" and not isinstance(
-            sasl_oauth_token_provider, AbstractTokenProvider
-        ):
-            raise ValueError(
-                "sasl_oauth_token_provider needs to be provided implementing "
-                "aiokafka_lite.abc.AbstractTokenProvider"
-                + (
-                    f" (got {type(sasl_oauth_token_provider).__name__})"
-                    if sasl_oauth_token_provider is not None
-                    else ""
-                )
-            )
 
 
 class CoordinatorCache:
@@ -242,18 +156,26 @@ class KafkaClient:
             hooks=hooks,
         )
         self.cluster = ClusterMetadata()
-        self._conns: dict[tuple[int, str], BrokerConnection] = {}
-        self._connecting: dict[tuple[int, str], asyncio.Task[BrokerConnection]] = {}
-        self._failures: dict[int, int] = {}
-        self._backoff_until: dict[int, float] = {}
-        self._api_versions: dict[int, tuple[int, int]] = {}
+        self._pool = ConnectionPool(
+            self.cluster,
+            self._bootstrap,
+            self._conn_args,
+            self.timeouts,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
+            on_broken=self._connection_broken,
+        )
+        # the pool's own tables (never rebound): send() reads _conns directly
+        self._conns = self._pool.conns
+        self._connecting = self._pool.connecting
+        self._backoff_until = self._pool.backoff_until
         self._loop: asyncio.AbstractEventLoop | None = None
         self._metadata = MetadataRefresher(
             self.cluster,
             # looked up at call time (instrumentation may wrap send on the class)
             least_loaded_node=lambda: self.least_loaded_node(),
             send=lambda node_id, request: self.send(node_id, request),
-            on_update=lambda: self._after_metadata_update(),
+            on_update=self._pool.after_metadata_update,
             metadata_max_age_ms=metadata_max_age_ms,
             retry_backoff_ms=retry_backoff_ms,
             allow_auto_topic_creation=allow_auto_topic_creation,
@@ -277,27 +199,23 @@ class KafkaClient:
         except BaseException:
             # cancelled or failed: no half-made bootstrap connection may outlive this call
             # (a later start() would wait on it, or inherit its failure)
-            self._drop_bootstrap_conns()
+            self._pool.drop_bootstrap_conns()
             raise
         self._started = True
         self._metadata.start(self._loop.time())
 
-    def _drop_bootstrap_conns(self) -> None:
-        for key, task in list(self._connecting.items()):
-            if key[0] < 0:
-                task.cancel()
-                del self._connecting[key]
-        for key, conn in list(self._conns.items()):
-            if key[0] < 0:
-                del self._conns[key]
-                conn.close(None)
+    def _connection_broken(self) -> None:
+        """The pool lost a connection or met a node without an address: the metadata may have
+        moved, refresh it (once started, until closed)."""
+        if self._started and not self._closed:
+            self.request_update()
 
     async def _bootstrap_metadata(self) -> None:
         errors: list[str] = []
         for idx, (host, port) in enumerate(self._bootstrap):
             node_id = -(idx + 1)
             try:
-                conn = await self._get_conn(node_id, "default")
+                conn = await self._pool.get(node_id, "default")
                 resp = await conn.send(self._metadata.request())
                 if not resp.brokers:
                     raise Errors.KafkaConnectionError("metadata answer lists no brokers")
@@ -305,9 +223,9 @@ class KafkaClient:
                 log.info("bootstrap %s:%s failed: %s", host, port, exc)
                 errors.append(f"{host}:{port}: {exc}")
                 continue
-            self._api_versions = conn.api_versions
+            self._pool.api_versions = conn.api_versions
             self.cluster.update_metadata(resp)
-            self._after_metadata_update()
+            self._pool.after_metadata_update()
             break
         else:
             raise Errors.KafkaConnectionError(
@@ -325,17 +243,10 @@ class KafkaClient:
         if self._closed:
             return
         self._closed = True
-        tasks: list[asyncio.Task[Any]] = []
         md_task = self._metadata.stop()
+        tasks, conns = self._pool.shut()
         if md_task is not None:
             tasks.append(md_task)
-        for t in list(self._connecting.values()):
-            t.cancel()
-            tasks.append(t)
-        conns = list(self._conns.values())
-        self._conns.clear()
-        for conn in conns:
-            conn.close(None)
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
         for conn in conns:
@@ -350,12 +261,7 @@ class KafkaClient:
             return
         self._closed = True
         self._metadata.stop()
-        for t in list(self._connecting.values()):
-            t.cancel()
-        conns = list(self._conns.values())
-        self._conns.clear()
-        for conn in conns:
-            conn.close(None)
+        self._pool.shut()
 
     @property
     def closed(self) -> bool:
@@ -442,37 +348,7 @@ class KafkaClient:
         timeout = timeout_ms if timeout_ms is not None else self.timeouts.retry_ms
         return await self._metadata.wait_for_topic(topic, timeout / 1000)
 
-    def _after_metadata_update(self) -> None:
-        """Connection housekeeping after each successful metadata update."""
-        self._adopt_bootstrap_conns()
-        self._close_moved_conns()
-
-    def _close_moved_conns(self) -> None:
-        """Close connections to nodes that left the cluster or changed address."""
-        for (node_id, _group), conn in list(self._conns.items()):
-            if node_id < 0:
-                continue
-            b = self.cluster.broker_metadata(node_id)
-            if b is None or (b.host, b.port) != (conn.host, conn.port):
-                log.info("node %s left or moved; closing %r", node_id, conn)
-                conn.close(None)
-
-    def _adopt_bootstrap_conns(self) -> None:
-        """Re-key bootstrap connections to the real node at the same address; close the rest."""
-        by_addr = {(b.host, b.port): int(b.nodeId) for b in self.cluster.brokers()}
-        for key, conn in list(self._conns.items()):
-            node_id, group = key
-            if node_id >= 0:
-                continue
-            del self._conns[key]
-            real = by_addr.get((conn.host, conn.port))
-            if real is not None and conn.connected and (real, group) not in self._conns:
-                conn.node_id = real
-                self._conns[(real, group)] = conn
-            else:
-                conn.close(None)
-
-    # ------------------------------------------------------------ node choice
+    # ------------------------------------------------------ nodes and connections
 
     def least_loaded_node(self) -> int:
         """The node with the fewest in-flight requests.
@@ -481,33 +357,7 @@ class KafkaClient:
         bootstrap addresses (negative ids) are the last resort. If every candidate is backing
         off, the one whose backoff ends first.
         """
-        now = _now()
-        brokers = [int(b.nodeId) for b in self.cluster.brokers()]
-        best, best_score = None, None
-        n = len(brokers)
-        offset = random.randrange(n) if n > 1 else 0
-        for i in range(n):
-            node_id = brokers[(offset + i) % n]
-            conn = self._conns.get((node_id, "default"))
-            if conn is not None and conn.connected:
-                score = conn.in_flight
-                if score == 0:
-                    return node_id
-            elif self._backoff_until.get(node_id, 0.0) > now:
-                continue
-            else:
-                score = _UNCONNECTED_PENALTY
-            if best_score is None or score < best_score:
-                best, best_score = node_id, score
-        if best is not None:
-            return best
-        for idx in range(len(self._bootstrap)):
-            if self._backoff_until.get(-(idx + 1), 0.0) <= now:
-                return -(idx + 1)
-        candidates = brokers + [-(i + 1) for i in range(len(self._bootstrap))]
-        return min(candidates, key=lambda nid: self._backoff_until.get(nid, 0.0))
-
-    # ----------------------------------------------------------- connections
+        return self._pool.least_loaded_node()
 
     def is_connected(self, node_id: int, group: str = "default") -> bool:
         """True if a handshaken connection to ``node_id`` (for ``group``) is open."""
@@ -517,108 +367,14 @@ class KafkaClient:
     async def ready(self, node_id: int, group: str = "default") -> bool:
         """Connect to ``node_id`` if needed; False (no exception) when that fails."""
         try:
-            await self._get_conn(node_id, group)
+            await self._pool.get(node_id, group)
             return True
         except Errors.KafkaError:
             return False
 
     def in_backoff(self, node_id: int) -> bool:
         """True while ``node_id`` is waiting out a reconnect backoff."""
-        return self._backoff_until.get(node_id, 0.0) > _now()
-
-    async def _get_conn(
-        self, node_id: int, group: str, timeout_ms: float | None = None
-    ) -> BrokerConnection:
-        if self._closed:
-            raise Errors.KafkaConnectionError("client closed")
-        key = (node_id, group)
-        conn = self._conns.get(key)
-        if conn is not None and conn.connected:
-            return conn
-        task = self._connecting.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._connect(node_id, group))
-            self._connecting[key] = task
-            task.add_done_callback(functools.partial(self._connect_done, key))
-        timeout = (timeout_ms if timeout_ms is not None else self.timeouts.request_ms) / 1000
-        timeout += self.reconnect_backoff_max_ms / 1000
-        # Each waiter has its own future, completed from the shared connect task: a connect
-        # cancelled by close() completes it with a connection error, so a CancelledError seen
-        # here is always this task's own cancellation and propagates (on every Python: 3.10 has
-        # no Task.cancelling() to tell the two apart afterwards).
-        waiter: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
-        relay = functools.partial(_relay_connect, waiter)
-        task.add_done_callback(relay)
-        try:
-            return await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:
-            raise Errors.KafkaConnectionError(
-                f"connecting to node {node_id} did not finish within {timeout * 1000:.0f} ms"
-            ) from None
-        finally:
-            task.remove_done_callback(relay)
-
-    def _connect_done(self, key: tuple[int, str], task: asyncio.Task[BrokerConnection]) -> None:
-        if self._connecting.get(key) is task:
-            del self._connecting[key]
-        if not task.cancelled():
-            task.exception()  # retrieved here; the waiters re-raise it
-
-    def _address(self, node_id: int) -> tuple[str, int]:
-        if node_id < 0:
-            idx = -node_id - 1
-            if idx < len(self._bootstrap):
-                return self._bootstrap[idx]
-        else:
-            broker = self.cluster.broker_metadata(node_id)
-            if broker is not None:
-                return broker.host, broker.port
-        raise Errors.KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
-
-    async def _connect(self, node_id: int, group: str) -> BrokerConnection:
-        loop = asyncio.get_running_loop()
-        delay = self._backoff_until.get(node_id, 0.0) - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        try:
-            host, port = self._address(node_id)
-        except Errors.KafkaConnectionError:
-            if self._started and not self._closed:
-                self.request_update()
-            raise
-        conn = BrokerConnection(
-            host,
-            port,
-            node_id=node_id,
-            group=group,
-            on_close=self._on_conn_close,
-            **self._conn_args,
-        )
-        try:
-            await conn.connect(int(self.timeouts.connect_ms))
-        except Errors.KafkaError:
-            n = self._failures.get(node_id, 0) + 1
-            self._failures[node_id] = n
-            base = min(
-                self.reconnect_backoff_max_ms, self.reconnect_backoff_ms * 2 ** min(n - 1, 30)
-            )
-            self._backoff_until[node_id] = loop.time() + base * random.uniform(0.8, 1.2) / 1000
-            raise
-        self._failures.pop(node_id, None)
-        self._backoff_until.pop(node_id, None)
-        if self._closed:
-            conn.close(None)
-            raise Errors.KafkaConnectionError("client closed")
-        self._conns[(node_id, group)] = conn
-        self._api_versions = conn.api_versions
-        return conn
-
-    def _on_conn_close(self, conn: BrokerConnection, reason: BaseException | None) -> None:
-        key = (conn.node_id if conn.node_id is not None else 0, conn.group)
-        if self._conns.get(key) is conn:
-            del self._conns[key]
-        if reason is not None and self._started and not self._closed:
-            self.request_update()  # a broken connection often means the metadata moved
+        return self._pool.in_backoff(node_id)
 
     # ------------------------------------------------------------------ send
 
@@ -637,7 +393,7 @@ class KafkaClient:
         """
         conn = self._conns.get((node_id, group))
         if conn is None or not conn.connected:
-            conn = await self._get_conn(node_id, group, timeout_ms)
+            conn = await self._pool.get(node_id, group, timeout_ms)
         return await conn.send(request, expect_response=expect_response, timeout_ms=timeout_ms)
 
     def send_nowait(
@@ -662,14 +418,14 @@ class KafkaClient:
     def supports(self, request_class: type, min_version: int = 0) -> bool:
         """True if the brokers (as last negotiated) and the client share ``min_version``+."""
         try:
-            return pick_version(request_class, self._api_versions, "broker") >= min_version
+            return pick_version(request_class, self._pool.api_versions, "broker") >= min_version
         except Errors.UnsupportedVersionError:
             return False
 
     @property
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """The broker's api key -> (min, max) ranges from the most recent handshake."""
-        return dict(self._api_versions)
+        return dict(self._pool.api_versions)
 
     # -- aiokafka compatibility names ------------------------------------------------------
     # Semi-private names of aiokafka's AIOKafkaClient that libraries built on aiokafka read;
@@ -705,28 +461,6 @@ class KafkaClient:
     def _topics(self) -> set[str]:
         """The topics the metadata tracks (kstreams' test helpers)."""
         return set(self._metadata.topics)
-
-
-def _relay_connect(
-    waiter: asyncio.Future[BrokerConnection], task: asyncio.Task[BrokerConnection]
-) -> None:
-    """Complete one connect waiter from the shared connect task; a cancelled connect becomes the
-    connection error close() gives every waiter."""
-    if waiter.done():
-        return
-    if task.cancelled():  # close(), or a failed start() dropping its bootstrap connections
-        waiter.set_exception(Errors.KafkaConnectionError("connect aborted: client closed"))
-    elif (exc := task.exception()) is not None:
-        waiter.set_exception(exc)
-    else:
-        waiter.set_result(task.result())
-
-
-def _now() -> float:
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:  # called outside the loop (e.g. from a sync helper)
-        return time.monotonic()  # what the default event loops use for loop.time()
 
 
 #: aiokafka's name for the shared client

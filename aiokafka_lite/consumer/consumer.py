@@ -3,6 +3,12 @@
 The work happens in three objects this class wires together: :class:`SubscriptionState`
 (what is assigned, where each partition stands), :class:`Fetcher` (background fetching into
 per-partition buffers) and :class:`Coordinator` (group membership, commits, initial positions).
+
+This module holds the consumer's construction, lifecycle (start/stop), subscription, commit,
+pause and metadata calls; its record path (getmany/getone/``async for``) is
+:class:`~aiokafka_lite.consumer.poll.PollMixin`, its positions and offset look-ups
+:class:`~aiokafka_lite.consumer.positions.PositionsMixin`, and commit()'s checks live in
+:mod:`aiokafka_lite.consumer.commits`.
 """
 
 from __future__ import annotations
@@ -17,26 +23,22 @@ from typing import Any
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings
-from aiokafka_lite.hooks import ClientInfo, HookSet, emit
+from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
-from aiokafka_lite.structs import (
-    ConsumerRecord,
-    OffsetAndMetadata,
-    OffsetAndTimestamp,
-    TopicPartition,
-)
+from aiokafka_lite.structs import TopicPartition
 
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
-from .fetcher import EARLIEST, LATEST, Fetcher
+from .commits import commit_after_stop, offsets_to_commit
+from .fetcher import Fetcher
 from .group import Coordinator
 from .group848 import group_protocol_args
+from .poll import PollMixin
+from .positions import PositionsMixin
 from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 
 _BULK_LIMIT = 2048
-#: drain() from every assigned partition
-_ALL: frozenset[TopicPartition] = frozenset()
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class ConsumerRebalanceListener:
         """Called with the partitions given to this consumer."""
 
 
-class AIOKafkaConsumer:
+class AIOKafkaConsumer(PollMixin, PositionsMixin):
     """Consume records from Kafka, in a consumer group or from manually assigned partitions.
 
     Argument names and defaults are aiokafka's; ``partition_assignment_strategy`` also
@@ -362,44 +364,6 @@ class AIOKafkaConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def __aiter__(self) -> AIOKafkaConsumer:
-        if self._closed:  # as aiokafka: iterating a stopped consumer is an error
-            raise Errors.ConsumerStoppedError("consumer is stopped")
-        return self
-
-    async def __anext__(self) -> ConsumerRecord[Any, Any]:
-        # getone() inlined for `async for`, one record per call: no second coroutine, no
-        # partition set, no _parts() call (async-for over 50k records, cProfile on tansu:
-        # 807k -> 607k calls).
-        fetcher = self._fetcher
-        coordinator = self._coordinator
-        if self._closed or fetcher is None or coordinator is None:
-            if self._closed:
-                raise StopAsyncIteration
-            self._parts()  # raises IllegalStateError: not started
-            raise AssertionError("unreachable")
-        coordinator.poll()
-        rec = fetcher.drain_one()
-        if rec is not None:
-            if self._h_consume:
-                emit(self._h_consume, rec)
-            return rec  # type: ignore[no-any-return]
-        drain = fetcher.drain
-        while True:
-            try:
-                coordinator.poll()
-                recs = drain(_ALL, 1)
-            except Errors.ConsumerStoppedError:
-                raise StopAsyncIteration from None
-            if recs:
-                for records in recs.values():
-                    if self._h_consume:
-                        emit(self._h_consume, records[0])
-                    return records[0]  # type: ignore[no-any-return]
-            await fetcher.wait_for_data(self._consumer_timeout)
-            if self._closed:
-                raise StopAsyncIteration
-
     def _parts(self) -> tuple[Fetcher, Coordinator]:
         if self._closed:
             raise Errors.ConsumerStoppedError("consumer is stopped")
@@ -459,147 +423,6 @@ class AIOKafkaConsumer:
         """The currently assigned partitions."""
         return set(self._subscription.assignment)
 
-    # -- records ---------------------------------------------------------------------------
-    async def getmany(
-        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
-    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Records per partition: whatever is buffered now, else waits up to ``timeout_ms``
-        for some; at most ``max_records`` (default ``max_poll_records``) in total."""
-        if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
-            raise ValueError("`max_records` must be a positive Integer")
-        fetcher, coordinator = self._parts()
-        tps = set(partitions)
-        for tp in tps:
-            self._subscription.state(tp)
-        n = max_records or self._max_poll_records
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        while True:
-            coordinator.poll()
-            recs = fetcher.drain(tps, n)
-            if recs:
-                if self._h_consume:
-                    self._consumed(recs)
-                return recs
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return recs
-            await fetcher.wait_for_data(min(remaining, self._consumer_timeout))
-            if self._closed:  # stopped while waiting: nothing more comes (as aiokafka)
-                return {}
-
-    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
-        """The next record (from ``partitions`` if given); waits as long as it takes."""
-        fetcher, coordinator = self._parts()
-        tps = set(partitions)
-        for tp in tps:
-            self._subscription.state(tp)
-        while True:
-            coordinator.poll()
-            recs = fetcher.drain(tps, 1)
-            if recs:
-                record: ConsumerRecord[Any, Any] = next(iter(recs.values()))[0]
-                if self._h_consume:
-                    emit(self._h_consume, record)
-                return record
-            await fetcher.wait_for_data(self._consumer_timeout)
-            if self._closed:
-                raise Errors.ConsumerStoppedError("consumer is stopped")
-
-    def _consumed(self, recs: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]) -> None:
-        hooks = self._h_consume
-        for records in recs.values():
-            for record in records:
-                emit(hooks, record)
-
-    # -- positions -------------------------------------------------------------------------
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Fetch from ``offset`` next (the buffered data of that partition is dropped)."""
-        if not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        self._subscription.seek(partition, offset)
-
-    async def _list(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        fetcher, _ = self._parts()
-        return await fetcher.list_offsets(timestamps, self._request_timeout_ms)
-
-    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        """Seek to the log start offset of the partitions (all assigned if none given)."""
-        await self._seek_to(partitions, EARLIEST)
-
-    async def seek_to_end(self, *partitions: TopicPartition) -> None:
-        """Seek to the end (next offset to be written) of the partitions (all if none given)."""
-        await self._seek_to(partitions, LATEST)
-
-    async def _seek_to(self, partitions: tuple[TopicPartition, ...], ts: int) -> None:
-        tps = list(partitions) or list(self._subscription.assignment)
-        for tp in tps:
-            _check_tp(tp)
-            self._subscription.state(tp)
-        found = await self._list({tp: ts for tp in tps})
-        for tp, (offset, _) in found.items():
-            if self._subscription.is_assigned(tp):
-                self._subscription.seek(tp, offset)
-
-    async def seek_to_committed(
-        self, *partitions: TopicPartition
-    ) -> dict[TopicPartition, int | None]:
-        """Seek to the committed offsets; returns them (None: nothing committed, not moved)."""
-        _, coordinator = self._parts()
-        tps = list(partitions) or list(self._subscription.assignment)
-        for tp in tps:
-            _check_tp(tp)
-            self._subscription.state(tp)
-        committed = await coordinator.committed(tps)
-        out: dict[TopicPartition, int | None] = {}
-        for tp in tps:
-            om = committed.get(tp)
-            out[tp] = om.offset if om is not None else None
-            if om is not None and self._subscription.is_assigned(tp):
-                self._subscription.seek(tp, om.offset)
-        return out
-
-    async def position(self, partition: TopicPartition) -> int:
-        """The offset of the next record to be handed out (waits until it is known)."""
-        _, coordinator = self._parts()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
-        initialised = False
-        while True:
-            st = self._subscription.state(partition)
-            if st.has_valid_position:
-                return st.position  # type: ignore[return-value]
-            if st.error is not None:
-                exc, st.error = st.error, None
-                raise exc
-            if st.position is None and st.reset is None and not initialised:
-                # not initialised yet: do it here rather than wait for the coordinator task,
-                # which may be the caller (position() in on_partitions_assigned, as aiokafka
-                # allows)
-                initialised = True
-                await coordinator._init_positions()
-                continue
-            if loop.time() >= deadline:
-                raise Errors.KafkaTimeoutError(
-                    f"position of {partition} unknown after request_timeout_ms"
-                )
-            await asyncio.sleep(0.01)
-
-    def highwater(self, partition: TopicPartition) -> int | None:
-        """The partition's high watermark from the latest fetch (None before one)."""
-        return self._subscription.state(partition).highwater
-
-    def last_stable_offset(self, partition: TopicPartition) -> int | None:
-        """The partition's last stable offset from the latest fetch (None before one)."""
-        return self._subscription.state(partition).lso
-
-    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
-        """When (ms since the epoch) the latest fetch answer for ``partition`` arrived (None
-        before one), as aiokafka's."""
-        return self._subscription.state(partition).last_poll_ms
-
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, Any] | None = None) -> None:
         """Commit ``offsets`` (tp -> offset, (offset, metadata) or OffsetAndMetadata), or the
@@ -608,65 +431,23 @@ class AIOKafkaConsumer:
         After :meth:`stop` it still commits, as aiokafka's does: the assignment the consumer
         had when it stopped, outside the group it left (the broker takes it while no other
         member is in the group; CommitFailedError otherwise)."""
+        subs = self._subscription
         if self._closed:
-            await self._commit_stopped(offsets)
+            coordinator = self._coordinator
+            if self._group_id is None:
+                raise Errors.IllegalOperation("commit() requires a group_id")
+            if coordinator is None:  # stopped before start(): nothing was ever assigned
+                raise Errors.IllegalStateError("No partitions assigned")
+            to_commit = offsets_to_commit(self._group_id, subs, coordinator, offsets)
+            if to_commit:
+                await commit_after_stop(coordinator, self._settings, self._hooks, to_commit)
             return
         _, coordinator = self._parts()
         # through aiokafka's method name, so tracers that patch
         # GroupCoordinator.commit_offsets (ddtrace) see every explicit commit
         await coordinator.commit_offsets(
-            self._subscription.assignment, self._offsets_to_commit(coordinator, offsets)
+            subs.assignment, offsets_to_commit(self._group_id, subs, coordinator, offsets)
         )
-
-    async def _commit_stopped(self, offsets: Mapping[TopicPartition, Any] | None) -> None:
-        """commit() after stop(): aiokafka's client reconnects on demand, so its commit goes
-        out with the membership stop() left (generation -1 after the LeaveGroup). Ours
-        connects a short-lived client with the same settings for it."""
-        coordinator = self._coordinator
-        if self._group_id is None:
-            raise Errors.IllegalOperation("commit() requires a group_id")
-        if coordinator is None:  # stopped before start(): nothing was ever assigned
-            raise Errors.IllegalStateError("No partitions assigned")
-        to_commit = self._offsets_to_commit(coordinator, offsets)
-        if not to_commit:
-            return
-        client = self._settings.new_client(self._hooks)
-        try:
-            await client.start()
-            await coordinator.commit_through(client, to_commit)
-        finally:
-            await client.close()
-
-    def _offsets_to_commit(
-        self, coordinator: Coordinator, offsets: Mapping[TopicPartition, Any] | None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """commit()'s checks and what it commits (``offsets`` validated, or the positions)."""
-        if self._group_id is None:
-            raise Errors.IllegalOperation("commit() requires a group_id")
-        subs = self._subscription
-        # aiokafka's rules and exception classes, in its order
-        if not subs.subscribed and not subs.user_assigned:
-            raise Errors.IllegalStateError("Not subscribed to any topics")
-        if (
-            not subs.assignment
-            and coordinator.uses_group
-            and not coordinator.assigned_once.is_set()
-        ):
-            raise Errors.IllegalStateError("No partitions assigned")
-        if offsets is None:
-            to_commit = {
-                tp: OffsetAndMetadata(st.position, "")
-                for tp, st in subs.assignment.items()
-                if st.position is not None
-            }
-        else:
-            to_commit = _validate_offsets(offsets)
-            # (with the assignment revoked, e.g. max_poll_interval_ms exceeded, the group
-            # answers: CommitFailedError says why)
-            for tp in to_commit:
-                if subs.assignment and not subs.is_assigned(tp):
-                    raise Errors.IllegalStateError(f"Partition {tp} is not assigned")
-        return to_commit
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The last committed offset of ``partition`` (None if nothing was committed)."""
@@ -675,36 +456,6 @@ class AIOKafkaConsumer:
             raise Errors.IllegalOperation("committed() requires a group_id")
         om = (await coordinator.committed([partition])).get(partition)
         return om.offset if om is not None else None
-
-    # -- offsets lookups -------------------------------------------------------------------
-    async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """The earliest offset whose timestamp is >= the given one, per partition."""
-        for tp, ts in timestamps.items():
-            if not isinstance(ts, int) or ts < 0:
-                raise ValueError(f"timestamp for {tp} must be a non-negative int")
-        found = await self._list(timestamps)
-        return {
-            tp: (
-                OffsetAndTimestamp(found[tp][0], found[tp][1])
-                if tp in found and found[tp][0] >= 0
-                else None
-            )
-            for tp in timestamps
-        }
-
-    async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        """Log start offset per partition."""
-        found = await self._list({tp: EARLIEST for tp in partitions})
-        return {tp: v[0] for tp, v in found.items()}
-
-    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log end offset (next offset to be written) per partition."""
-        found = await self._list({tp: LATEST for tp in partitions})
-        return {tp: v[0] for tp, v in found.items()}
 
     # -- pause -----------------------------------------------------------------------------
     def pause(self, *partitions: TopicPartition) -> None:
@@ -784,35 +535,6 @@ class AIOKafkaConsumer:
         """The event loop the consumer runs on (rebalance listeners in aiokafka's own tests
         schedule tasks with ``consumer._loop.create_task``)."""
         return self._client._loop or asyncio.get_running_loop()
-
-
-def _check_tp(tp: Any) -> None:
-    if not isinstance(tp, TopicPartition):
-        raise TypeError(f"partitions must be TopicPartition instances, got {tp!r}")
-
-
-def _validate_offsets(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
-    """commit()'s ``offsets`` as aiokafka validates them: a non-empty dict of TopicPartition ->
-    offset, (offset, metadata) or OffsetAndMetadata (ValueError / TypeError otherwise)."""
-    if not offsets or not isinstance(offsets, Mapping):
-        raise ValueError(f"offsets must be a non-empty dict, got {offsets!r}")
-    out = {}
-    for tp, value in offsets.items():
-        if not isinstance(tp, TopicPartition):
-            raise TypeError(f"Key should be TopicPartition instance, got {tp!r}")
-        if isinstance(value, int):
-            offset, metadata = value, ""
-        else:
-            try:
-                offset, metadata = value
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"bad offset for {tp}: {value!r}") from exc
-            if not isinstance(metadata, str):
-                raise TypeError(f"Metadata should be a string, got {metadata!r}")
-        if not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset for {tp} must be a non-negative int, got {offset!r}")
-        out[tp] = OffsetAndMetadata(offset, metadata)
-    return out
 
 
 Consumer = AIOKafkaConsumer

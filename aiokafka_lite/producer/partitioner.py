@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "murmur2",
@@ -118,22 +119,30 @@ class RoundRobinPartitioner:
 
 
 class StickyPartitions:
-    """Per-topic sticky partition for unkeyed records (KIP-480).
+    """Per-topic sticky partition for unkeyed records (KIP-480), used with the default
+    partitioner.
 
-    ``current(topic)`` returns the sticky partition or None; ``choose(topic, all, available,
-    previous)`` picks a new one, different from ``previous`` when there is a choice.
+    ``state[topic]`` is the topic's choice ``[partition, batch]``: the batch is filled in by
+    the first append that lands there (the producer's send paths read and fill it directly);
+    :meth:`for_topic` keeps the choice until that batch is sealed, then moves to another
+    partition (:meth:`choose`).
     """
 
-    __slots__ = ("_sticky",)
+    __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self._sticky: dict[str, tuple[int, object]] = {}
+        #: topic -> [partition, its open batch or None]
+        self.state: dict[str, list[Any]] = {}
 
-    def get(self, topic: str) -> tuple[int, object] | None:
-        return self._sticky.get(topic)
-
-    def set(self, topic: str, partition: int, batch: object) -> None:
-        self._sticky[topic] = (partition, batch)
+    def for_topic(
+        self, topic: str, all_partitions: Sequence[int], available: Sequence[int]
+    ) -> list[Any]:
+        """The topic's current ``[partition, batch]``, a new one once its batch is sealed."""
+        st = self.state.get(topic)
+        if st is None or (st[1] is not None and st[1].sealed):
+            prev = st[0] if st is not None else None
+            st = self.state[topic] = [self.choose(topic, all_partitions, available, prev), None]
+        return st
 
     def choose(
         self,
@@ -142,6 +151,7 @@ class StickyPartitions:
         available: Sequence[int],
         previous: int | None,
     ) -> int:
+        """A random partition (available ones first), not ``previous`` when there is a choice."""
         parts = available or all_partitions
         if len(parts) == 1:
             return parts[0]

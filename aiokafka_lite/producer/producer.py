@@ -4,6 +4,11 @@
 :class:`~aiokafka_lite.producer.accumulator.RecordHandle`; ``await fut`` gives the record's
 :class:`~aiokafka_lite.structs.RecordMetadata`. Batching, retries and ordering live in the
 accumulator and the sender task.
+
+Here: construction, lifecycle, ``send()`` and its append path, metrics. Elsewhere: bulk
+sends (:mod:`~aiokafka_lite.producer.bulk`), transaction calls
+(:mod:`~aiokafka_lite.producer.transactional`), partitions per topic
+(:mod:`~aiokafka_lite.producer.topics`).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from aiokafka_lite import errors as Errors
@@ -20,18 +25,17 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite.hooks import ClientInfo, HookSet, apply_send
 from aiokafka_lite.producer.accumulator import Accumulator
-from aiokafka_lite.producer.batch import (
-    BatchBuilder,
-    RecordHandle,
-    RecordHandles,
-    estimate_record_size,
-)
+from aiokafka_lite.producer.batch import RecordHandle, estimate_record_size
+from aiokafka_lite.producer.bulk import BulkSendMixin
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
 from aiokafka_lite.producer.sender import Sender
+from aiokafka_lite.producer.topics import Parts, TopicPartitions
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
-from aiokafka_lite.records.batch_builder import RecordBatchBuilder, encoded_headers
+from aiokafka_lite.producer.transactional import TransactionContext, TransactionsMixin
+from aiokafka_lite.records.batch_builder import encoded_headers
 from aiokafka_lite.records.compression import codec_id
-from aiokafka_lite.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
+from aiokafka_lite.structs import RecordMetadata
+from aiokafka_lite.structs import TopicPartition as TopicPartition  # aiokafka's module has it
 
 __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
@@ -45,7 +49,7 @@ _time_ns = time.time_ns
 _RECORD_BOUND = 22 + 61
 
 
-class AIOKafkaProducer:
+class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
     """Asynchronous Kafka producer, argument-compatible with ``aiokafka.AIOKafkaProducer``.
 
     Beyond aiokafka: ``buffer_memory`` bounds the bytes held by unsent batches (``send()`` waits
@@ -160,8 +164,10 @@ class AIOKafkaProducer:
         self._delivery_timeout_ms = delivery_timeout_ms
         self._partitioner = partitioner
         self._sticky = StickyPartitions() if isinstance(partitioner, DefaultPartitioner) else None
-        self._sticky_state: dict[str, list[Any]] = {}
-        self._topic_cache: dict[str, tuple[list[int], list[int], frozenset[int]]] = {}
+        # the sticky choice per topic, read directly by send()'s fast path
+        self._sticky_state = self._sticky.state if self._sticky is not None else {}
+        self._topics = TopicPartitions(self.client, max_block_ms)
+        self._topic_cache = self._topics.cache  # read directly by the send paths
         self._txn: TransactionManager | None = None
         if enable_idempotence:
             self._txn = TransactionManager(
@@ -230,9 +236,7 @@ class AIOKafkaProducer:
         except BaseException:  # cancelled or failed: a later start() tries again
             self._started = False
             raise
-        # the listener holds the cache, not the producer: the client's background tasks keep
-        # the cluster alive, and an unclosed producer must still be collectable (and warn)
-        self.client.cluster.add_listener(_ClearOnMetadata(self._topic_cache))
+        self._topics.follow_metadata()
         if self._txn is not None:
             try:
                 await self._txn.init_producer_id()
@@ -309,23 +313,9 @@ class AIOKafkaProducer:
 
     # ---- metadata --------------------------------------------------------------------------
 
-    async def _partitions(self, topic: str) -> tuple[list[int], list[int], frozenset[int]]:
-        cached = self._topic_cache.get(topic)
-        if cached is not None:
-            return cached
-        await self.client.wait_for_topic(topic, self._max_block_ms)
-        cluster = self.client.cluster
-        all_parts = sorted(cluster.partitions_for_topic(topic) or ())
-        avail = sorted(cluster.available_partitions_for_topic(topic) or ())
-        if not all_parts:
-            raise Errors.KafkaTimeoutError(f"no partitions known for topic {topic!r}")
-        cached = (all_parts, avail, frozenset(all_parts))
-        self._topic_cache[topic] = cached
-        return cached
-
     async def partitions_for(self, topic: str) -> set[int]:
         """All partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
-        return set((await self._partitions(topic))[0])
+        return set((await self._topics.get(topic))[0])
 
     # ---- sending ---------------------------------------------------------------------------
 
@@ -394,9 +384,9 @@ class AIOKafkaProducer:
                 value = self._value_serializer(value)
         parts = self._topic_cache.get(topic)
         if parts is None:
-            parts = await self._partitions(topic)
+            parts = await self._topics.get(topic)
         if partition is not None and partition not in parts[2]:
-            parts = await self._unknown_partition(topic, partition)
+            parts = await self._topics.with_partition(topic, partition)
         if self._h_send:
             return await self._send_hooked(
                 topic, value, key, partition, timestamp_ms, headers, parts
@@ -414,14 +404,14 @@ class AIOKafkaProducer:
         partition: int | None,
         timestamp_ms: int | None,
         headers: Sequence[tuple[str, bytes | None]] | None,
-        parts: tuple[list[int], list[int], frozenset[int]],
+        parts: Parts,
     ) -> RecordHandle:
         """_send() with on_send hooks: the partition is chosen first (the hooks see it), then
         the record goes in with the headers the hooks returned."""
         sticky = None
         if partition is None:
             if key is None and self._sticky is not None:
-                sticky = self._sticky_for(topic, parts)
+                sticky = self._sticky.for_topic(topic, parts[0], parts[1])
                 partition = sticky[0]
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
@@ -441,7 +431,7 @@ class AIOKafkaProducer:
         partition: int | None,
         timestamp_ms: int | None,
         headers: Sequence[tuple[str, bytes | None]] | None,
-        parts: tuple[list[int], list[int], frozenset[int]],
+        parts: Parts,
     ) -> RecordHandle | tuple[Any, ...]:
         """Size check, partition choice and the append into the partition's open batch when
         it has room: the record's handle; else the arguments of :meth:`_append_wait`.
@@ -467,7 +457,7 @@ class AIOKafkaProducer:
         sticky = None
         if partition is None:
             if key is None and self._sticky is not None:
-                sticky = self._sticky_for(topic, parts)
+                sticky = self._sticky.for_topic(topic, parts[0], parts[1])
                 partition = sticky[0]
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
@@ -500,25 +490,6 @@ class AIOKafkaProducer:
             sticky[1] = handle[0]
         return handle
 
-    async def _unknown_partition(
-        self, topic: str, partition: int
-    ) -> tuple[list[int], list[int], frozenset[int]]:
-        """One metadata refresh (the topic may have grown), then IllegalArgumentError."""
-        if isinstance(partition, int) and partition >= 0:
-            try:
-                await asyncio.wait_for(
-                    asyncio.shield(self.client.request_update()), self._max_block_ms / 1000
-                )
-            except (asyncio.TimeoutError, Errors.KafkaError):
-                pass
-            self._topic_cache.pop(topic, None)
-            parts = await self._partitions(topic)
-            if partition in parts[2]:
-                return parts
-        raise Errors.IllegalArgumentError(
-            f"partition {partition} of topic {topic!r} does not exist"
-        )
-
     def _check_gate(self) -> None:
         if self._closed or not self._started:
             raise (
@@ -539,148 +510,6 @@ class AIOKafkaProducer:
                 f"max_request_size={self._max_request_size}"
             )
 
-    def _sticky_for(
-        self, topic: str, parts: tuple[list[int], list[int], frozenset[int]]
-    ) -> list[Any]:
-        """The topic's sticky choice ``[partition, batch]`` for unkeyed records (the default
-        partitioner): kept until its batch is sealed, then another partition (KIP-480). The
-        batch is filled in by the first append that lands there."""
-        st = self._sticky_state.get(topic)
-        if st is None or (st[1] is not None and st[1].sealed):
-            assert self._sticky is not None
-            prev = st[0] if st is not None else None
-            st = self._sticky_state[topic] = [
-                self._sticky.choose(topic, parts[0], parts[1], prev),
-                None,
-            ]
-        return st
-
-    async def send_many(
-        self,
-        topic: str,
-        values: Iterable[Any],
-        *,
-        keys: Sequence[Any] | None = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
-    ) -> Sequence[RecordHandle]:
-        """Bulk path: queue many records of one topic in one call; one handle per record.
-
-        Equivalent to ``[await send(topic, v, key=k, partition=partition, ...) ...]`` but
-        without a coroutine per record: unkeyed records go straight into the partition's open
-        batch (``partition`` if given, else the sticky partition), all stamped with one
-        timestamp (``timestamp_ms`` or now). With ``keys`` each record is partitioned by key.
-        Returns a sequence of handles, in order (unkeyed and without headers: a lazy
-        :class:`~aiokafka_lite.producer.batch.RecordHandles`, else a list).
-        """
-        if keys is not None:
-            return [
-                await self.send(topic, v, k, partition, timestamp_ms, headers)
-                for v, k in zip(values, keys, strict=True)
-            ]
-        if self._h_send:  # on_send hooks see every record: one send() each
-            return [
-                await self.send(topic, v, None, partition, timestamp_ms, headers) for v in values
-            ]
-        self._check_gate()
-        parts = self._topic_cache.get(topic)
-        if parts is None:
-            parts = await self._partitions(topic)
-        if partition is not None and partition not in parts[2]:
-            parts = await self._unknown_partition(topic, partition)
-        ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
-        vser = self._value_serializer
-        kser = self._key_serializer
-        key = kser(None) if kser is not None else None
-        if vser is not None:
-            vals = [vser(v) for v in values]
-        else:
-            vals = values if isinstance(values, list) else list(values)
-        if key is not None or headers or self._batch_size > self._max_request_size:
-            return await self._send_many_each(topic, vals, key, partition, ts, headers or (), parts)
-        # Bulk path: null keys, no headers. Whole runs of values go into the open batch in one
-        # RecordBatchBuilder.append_values() call; handles are made by C-level map(). No size
-        # check: what fits in a batch (<= batch_size) fits in max_request_size; a value that
-        # does not fit opens a batch of its own through Accumulator.append, checked there.
-        acc = self._acc
-        open_batches = acc.open
-        sticky = partition is None and self._sticky is not None
-        part = partition
-        out = RecordHandles()
-        add_run = out._add
-        i = 0
-        n = len(vals)
-        while i < n:
-            st: Any = None
-            if sticky:  # a new batch moves to another partition (KIP-480)
-                st = self._sticky_for(topic, parts)
-                part = st[0]
-            elif part is None:
-                part = self._partitioner(None, parts[0], parts[1])
-            assert part is not None
-            batch = open_batches.get(topic, {}).get(part)
-            if batch is None:  # open one with the next record (waits for memory if short)
-                value = vals[i]
-                if value is not None and len(value) > self._size_guard:
-                    self._check_size(None, value, ())
-                handle = await acc.append(topic, part, ts, None, value, ())
-                batch = handle[0]
-                add_run(batch, handle[1], 1, ts)
-                i += 1
-            if st is not None and st[1] is None:
-                st[1] = batch
-            if batch.sealed:  # closed for appends meanwhile (e.g. expired): open another
-                continue
-            first = batch.builder.record_count
-            j = batch.append_values(ts, vals, i)
-            if j > i:
-                add_run(batch, first, j - i, ts)
-                i = j
-            if i < n:  # the batch is full
-                await acc.full(batch)
-        return out
-
-    async def _send_many_each(
-        self,
-        topic: str,
-        vals: Sequence[Any],
-        key: Any,
-        partition: int | None,
-        ts: int,
-        hdrs: Any,
-        parts: tuple[list[int], list[int], frozenset[int]],
-    ) -> list[RecordHandle]:
-        """send_many() with a key or headers: record by record into the open batch."""
-        guard = 0 if hdrs else self._size_guard
-        acc = self._acc
-        sticky = partition is None and self._sticky is not None and key is None
-        out: list[RecordHandle] = []
-        add = out.append
-        part = partition
-        batch: Any = None
-        for value in vals:
-            if value is not None and len(value) > guard:
-                self._check_size(key, value, hdrs)
-            if batch is not None:  # a sealed batch's append takes nothing
-                idx = batch.append(ts, key, value, hdrs)
-                if idx is not None:
-                    add(RecordHandle((batch, idx, ts)))
-                    continue
-            if sticky:  # a new batch: KIP-480 moves to another partition
-                part = self._sticky_for(topic, parts)[0]
-            elif part is None:
-                part = self._partitioner(key, parts[0], parts[1])
-            assert part is not None
-            handle = await acc.append(topic, part, ts, key, value, hdrs)
-            batch = handle[0]
-            if sticky:
-                st = self._sticky_state[topic]
-                if st[1] is None:
-                    st[1] = batch
-            add(handle)
-        return out
-
     async def send_and_wait(
         self,
         topic: str,
@@ -694,36 +523,6 @@ class AIOKafkaProducer:
         handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
         md: RecordMetadata = await handle
         return md
-
-    def create_batch(self) -> BatchBuilder:
-        """An empty :class:`BatchBuilder` to fill and pass to :meth:`send_batch`."""
-        txn = self._txn
-        builder = RecordBatchBuilder(
-            self._codec,
-            batch_size=self._batch_size,
-            is_transactional=txn is not None and txn.transactional,
-        )
-        return BatchBuilder(builder, self._batch_size, self._key_serializer, self._value_serializer)
-
-    async def send_batch(
-        self, batch: BatchBuilder, topic: str, *, partition: int | None = None
-    ) -> RecordHandle:
-        """Queue a filled :class:`BatchBuilder` for ``partition`` (None: the partitioner
-        chooses, as for an unkeyed record); resolves to the metadata of its first record
-        (offset = the batch's base offset)."""
-        self._check_gate()
-        parts = await self._partitions(topic)
-        if partition is None:
-            partition = self._partitioner(None, parts[0], parts[1])
-        if partition not in parts[2]:
-            await self._unknown_partition(topic, partition)
-        if not batch.record_count():
-            raise Errors.IllegalArgumentError("cannot send an empty batch")
-        if batch.size() > self._max_request_size:
-            raise Errors.MessageSizeTooLargeError(
-                f"the batch is {batch.size()} bytes, larger than max_request_size"
-            )
-        return await self._acc.add_user_batch(batch, topic, partition)
 
     # ---- observability ---------------------------------------------------------------------
 
@@ -744,78 +543,6 @@ class AIOKafkaProducer:
         ``latency-avg``, ``latency-max``, ``error-total``).
         """
         return self._metrics.producer_snapshot()
-
-    # ---- transactions ----------------------------------------------------------------------
-
-    def _transactional(self) -> TransactionManager:
-        txn = self._txn
-        if txn is None or not txn.transactional:
-            raise Errors.IllegalOperation(
-                "You need to configure transaction_id to use transactions"
-            )
-        txn.raise_if_fatal()
-        return txn
-
-    async def begin_transaction(self) -> None:
-        """Start a transaction (requires ``transactional_id``)."""
-        txn = self._transactional()
-        await txn.init_producer_id()
-        txn.begin()
-
-    async def commit_transaction(self) -> None:
-        """Deliver every record of the transaction, then commit it (EndTxn)."""
-        txn = self._transactional()
-        if txn.state is TxnState.ABORTABLE_ERROR:
-            assert txn.error is not None
-            raise txn.error
-        if txn.state is not TxnState.IN_TRANSACTION:
-            raise Errors.IllegalOperation(f"cannot commit in state {txn.state.value}")
-        txn.state = TxnState.COMMITTING
-        self._sender.wakeup()
-        try:
-            await self._acc.flush(self._delivery_timeout_ms / 1000)
-        except BaseException as exc:
-            txn.set_error(exc)
-            raise
-        if txn.state is not TxnState.COMMITTING:  # a batch failed meanwhile
-            txn.raise_if_fatal()
-            txn.state = TxnState.ABORTABLE_ERROR
-            raise txn.error or Errors.KafkaError("transaction failed; abort it")
-        await txn.end(commit=True)
-
-    async def abort_transaction(self) -> None:
-        """Abort the current transaction: unsent records fail, sent ones are discarded."""
-        txn = self._transactional()
-        if txn.state not in (
-            TxnState.IN_TRANSACTION,
-            TxnState.ABORTABLE_ERROR,
-            TxnState.COMMITTING,
-        ):
-            raise Errors.IllegalOperation(f"cannot abort in state {txn.state.value}")
-        txn.state = TxnState.ABORTING
-        self._acc.abort_undrained(
-            Errors.KafkaError("transaction aborted before the record was sent")
-        )
-        # wait for what is already in flight
-        await self._acc.flush(self._delivery_timeout_ms / 1000)
-        await txn.end(commit=False)
-        if txn.needs_bump:  # a failed batch left a sequence gap: continue on a new epoch
-            await txn.bump_epoch()
-
-    def transaction(self) -> TransactionContext:
-        """``async with producer.transaction():`` commits on success, aborts on error."""
-        return TransactionContext(self)
-
-    async def send_offsets_to_transaction(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
-    ) -> None:
-        """Commit consumer offsets as part of the current transaction."""
-        txn = self._transactional()
-        if txn.state is not TxnState.IN_TRANSACTION:
-            raise Errors.IllegalOperation("Not in the middle of a transaction")
-        if not group_id or not isinstance(group_id, str):
-            raise ValueError(group_id)
-        await txn.add_offsets(offsets, group_id)
 
     # -- aiokafka compatibility names ------------------------------------------------------
     # Semi-private names of aiokafka's producer that libraries built on aiokafka read; views
@@ -865,36 +592,4 @@ class AIOKafkaProducer:
         return int(self._partitioner(serialized_key, all_parts, available))
 
 
-class TransactionContext:
-    """Async context manager returned by :meth:`AIOKafkaProducer.transaction`."""
-
-    def __init__(self, producer: AIOKafkaProducer) -> None:
-        self._producer = producer
-
-    async def __aenter__(self) -> TransactionContext:
-        await self._producer.begin_transaction()
-        return self
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            await self._producer.commit_transaction()
-            return
-        txn = self._producer._txn
-        if txn is not None and txn.state is TxnState.FATAL_ERROR:
-            return
-        await self._producer.abort_transaction()
-
-
 Producer = AIOKafkaProducer
-
-
-class _ClearOnMetadata:
-    """Cluster listener that empties a producer's topic cache on every metadata update."""
-
-    __slots__ = ("_cache",)
-
-    def __init__(self, cache: dict[str, Any]) -> None:
-        self._cache = cache
-
-    def __call__(self, cluster: Any) -> None:
-        self._cache.clear()

@@ -29,10 +29,11 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._signal import wake_future
+from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.producer.accumulator import Accumulator, PartitionQueue
 from aiokafka_lite.producer.batch import ProducerBatch
-from aiokafka_lite.producer.sink import Sink, batch_size, is_retriable
+from aiokafka_lite.producer.sink import Sink, batch_size
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
 
 __all__ = ["Sender"]
@@ -365,7 +366,7 @@ class Sender:
                     await self._prepare_idempotence()
                 retry_at = self._drain_sinks(now)
             except Exception as exc:  # never let the loop die silently
-                if is_retriable(exc):  # e.g. InitProducerId while the broker is away
+                if retry_action(exc).retriable:  # e.g. InitProducerId, the broker away
                     log.warning("sender: %r; retrying", exc)
                 else:
                     log.exception("sender loop error")

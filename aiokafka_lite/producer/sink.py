@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.producer.accumulator import PartitionQueue
 from aiokafka_lite.producer.batch import ProducerBatch
@@ -26,7 +27,7 @@ from aiokafka_lite.protocol import messages as m
 if TYPE_CHECKING:
     from aiokafka_lite.producer.sender import Sender
 
-__all__ = ["Sink", "batch_size", "is_retriable"]
+__all__ = ["Sink", "batch_size"]
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class Sink:
         if not isinstance(exc, Errors.KafkaError):  # never drop records
             exc = Errors.KafkaError(repr(exc))
         s = self.sender
-        if is_retriable(exc):
+        if retry_action(exc).retriable:  # the connection broke, timed out, ...: ask again
             s.client.request_update()
         now = time.monotonic()
         for b in batches:
@@ -247,7 +248,11 @@ class Sink:
 
     def _retry_or_fail(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
         s = self.sender
-        if is_retriable(exc) and not s._force_close and now + s.retry_backoff < batch.deadline:
+        if (
+            retry_action(exc).retriable
+            and not s._force_close
+            and now + s.retry_backoff < batch.deadline
+        ):
             s.acc.retry(batch, now + s.retry_backoff)
         else:
             if s.txn is not None:
@@ -350,10 +355,3 @@ def batch_size(batch: ProducerBatch) -> int:
         return len(batch.buffer)
     builder = batch.builder
     return int(builder.size_in_bytes()) if builder is not None else 0
-
-
-def is_retriable(exc: BaseException) -> bool:
-    """Retriable Kafka errors, plus a dropped connection or a timeout."""
-    return bool(getattr(exc, "retriable", False)) or isinstance(
-        exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
-    )

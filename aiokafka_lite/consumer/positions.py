@@ -1,0 +1,159 @@
+"""The consumer's positions and offset look-ups: ``seek*()``, :meth:`~PositionsMixin.position`,
+the watermarks of the latest fetch, and ``offsets_for_times`` / ``beginning_offsets`` /
+``end_offsets`` (ListOffsets through the fetcher).
+
+:class:`PositionsMixin` is part of :class:`~aiokafka_lite.consumer.consumer.AIOKafkaConsumer`;
+it reads and moves the positions in the consumer's subscription state, asks the fetcher for
+ListOffsets and the coordinator for committed offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.structs import OffsetAndTimestamp, TopicPartition
+
+from .fetcher import EARLIEST, LATEST
+
+if TYPE_CHECKING:
+    from .fetcher import Fetcher
+    from .group import Coordinator
+    from .subscription import SubscriptionState
+
+__all__ = ["PositionsMixin", "check_tp"]
+
+
+class PositionsMixin:
+    """Seeks, positions, watermarks and offset look-ups (mixed into the consumer)."""
+
+    if TYPE_CHECKING:  # the consumer's, set in its constructor and start()
+        _subscription: SubscriptionState
+        _request_timeout_ms: int
+
+        def _parts(self) -> tuple[Fetcher, Coordinator]: ...
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Fetch from ``offset`` next (the buffered data of that partition is dropped)."""
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        self._subscription.seek(partition, offset)
+
+    async def _list(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        fetcher, _ = self._parts()
+        return await fetcher.list_offsets(timestamps, self._request_timeout_ms)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the log start offset of the partitions (all assigned if none given)."""
+        await self._seek_to(partitions, EARLIEST)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the end (next offset to be written) of the partitions (all if none given)."""
+        await self._seek_to(partitions, LATEST)
+
+    async def _seek_to(self, partitions: tuple[TopicPartition, ...], ts: int) -> None:
+        tps = list(partitions) or list(self._subscription.assignment)
+        for tp in tps:
+            check_tp(tp)
+            self._subscription.state(tp)
+        found = await self._list({tp: ts for tp in tps})
+        for tp, (offset, _) in found.items():
+            if self._subscription.is_assigned(tp):
+                self._subscription.seek(tp, offset)
+
+    async def seek_to_committed(
+        self, *partitions: TopicPartition
+    ) -> dict[TopicPartition, int | None]:
+        """Seek to the committed offsets; returns them (None: nothing committed, not moved)."""
+        _, coordinator = self._parts()
+        tps = list(partitions) or list(self._subscription.assignment)
+        for tp in tps:
+            check_tp(tp)
+            self._subscription.state(tp)
+        committed = await coordinator.committed(tps)
+        out: dict[TopicPartition, int | None] = {}
+        for tp in tps:
+            om = committed.get(tp)
+            out[tp] = om.offset if om is not None else None
+            if om is not None and self._subscription.is_assigned(tp):
+                self._subscription.seek(tp, om.offset)
+        return out
+
+    async def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to be handed out (waits until it is known)."""
+        _, coordinator = self._parts()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout_ms / 1000
+        initialised = False
+        while True:
+            st = self._subscription.state(partition)
+            if st.has_valid_position:
+                return st.position  # type: ignore[return-value]
+            if st.error is not None:
+                exc, st.error = st.error, None
+                raise exc
+            if st.position is None and st.reset is None and not initialised:
+                # not initialised yet: do it here rather than wait for the coordinator task,
+                # which may be the caller (position() in on_partitions_assigned, as aiokafka
+                # allows)
+                initialised = True
+                await coordinator._init_positions()
+                continue
+            if loop.time() >= deadline:
+                raise Errors.KafkaTimeoutError(
+                    f"position of {partition} unknown after request_timeout_ms"
+                )
+            await asyncio.sleep(0.01)
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the latest fetch (None before one)."""
+        return self._subscription.state(partition).highwater
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The partition's last stable offset from the latest fetch (None before one)."""
+        return self._subscription.state(partition).lso
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When (ms since the epoch) the latest fetch answer for ``partition`` arrived (None
+        before one), as aiokafka's."""
+        return self._subscription.state(partition).last_poll_ms
+
+    # -- offsets lookups -------------------------------------------------------------------
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one, per partition."""
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be a non-negative int")
+        found = await self._list(timestamps)
+        return {
+            tp: (
+                OffsetAndTimestamp(found[tp][0], found[tp][1])
+                if tp in found and found[tp][0] >= 0
+                else None
+            )
+            for tp in timestamps
+        }
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Log start offset per partition."""
+        found = await self._list({tp: EARLIEST for tp in partitions})
+        return {tp: v[0] for tp, v in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log end offset (next offset to be written) per partition."""
+        found = await self._list({tp: LATEST for tp in partitions})
+        return {tp: v[0] for tp, v in found.items()}
+
+
+def check_tp(tp: Any) -> None:
+    """TypeError unless ``tp`` is a TopicPartition (aiokafka's check)."""
+    if not isinstance(tp, TopicPartition):
+        raise TypeError(f"partitions must be TopicPartition instances, got {tp!r}")

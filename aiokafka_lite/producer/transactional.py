@@ -1,0 +1,124 @@
+"""The producer's transaction calls: ``begin_transaction()``, ``commit_transaction()``,
+``abort_transaction()``, ``send_offsets_to_transaction()`` and ``async with
+producer.transaction():`` (:class:`TransactionContext`).
+
+:class:`TransactionsMixin` is part of
+:class:`~aiokafka_lite.producer.producer.AIOKafkaProducer`; it drives the producer's
+:class:`~aiokafka_lite.producer.transaction.TransactionManager` (the coordinator requests and
+the transaction state) and waits for the transaction's records through the accumulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.producer.transaction import TransactionManager, TxnState
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from aiokafka_lite.producer.accumulator import Accumulator
+    from aiokafka_lite.producer.sender import Sender
+
+__all__ = ["TransactionContext", "TransactionsMixin"]
+
+
+class TransactionsMixin:
+    """The transaction calls (mixed into the producer)."""
+
+    if TYPE_CHECKING:  # the producer's, set in its constructor
+        _txn: TransactionManager | None
+        _acc: Accumulator
+        _sender: Sender
+        _delivery_timeout_ms: int
+
+    def _transactional(self) -> TransactionManager:
+        txn = self._txn
+        if txn is None or not txn.transactional:
+            raise Errors.IllegalOperation(
+                "You need to configure transaction_id to use transactions"
+            )
+        txn.raise_if_fatal()
+        return txn
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction (requires ``transactional_id``)."""
+        txn = self._transactional()
+        await txn.init_producer_id()
+        txn.begin()
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn)."""
+        txn = self._transactional()
+        if txn.state is TxnState.ABORTABLE_ERROR:
+            assert txn.error is not None
+            raise txn.error
+        if txn.state is not TxnState.IN_TRANSACTION:
+            raise Errors.IllegalOperation(f"cannot commit in state {txn.state.value}")
+        txn.state = TxnState.COMMITTING
+        self._sender.wakeup()
+        try:
+            await self._acc.flush(self._delivery_timeout_ms / 1000)
+        except BaseException as exc:
+            txn.set_error(exc)
+            raise
+        if txn.state is not TxnState.COMMITTING:  # a batch failed meanwhile
+            txn.raise_if_fatal()
+            txn.state = TxnState.ABORTABLE_ERROR
+            raise txn.error or Errors.KafkaError("transaction failed; abort it")
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the current transaction: unsent records fail, sent ones are discarded."""
+        txn = self._transactional()
+        if txn.state not in (
+            TxnState.IN_TRANSACTION,
+            TxnState.ABORTABLE_ERROR,
+            TxnState.COMMITTING,
+        ):
+            raise Errors.IllegalOperation(f"cannot abort in state {txn.state.value}")
+        txn.state = TxnState.ABORTING
+        self._acc.abort_undrained(
+            Errors.KafkaError("transaction aborted before the record was sent")
+        )
+        # wait for what is already in flight
+        await self._acc.flush(self._delivery_timeout_ms / 1000)
+        await txn.end(commit=False)
+        if txn.needs_bump:  # a failed batch left a sequence gap: continue on a new epoch
+            await txn.bump_epoch()
+
+    def transaction(self) -> TransactionContext:
+        """``async with producer.transaction():`` commits on success, aborts on error."""
+        return TransactionContext(self)
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
+    ) -> None:
+        """Commit consumer offsets as part of the current transaction."""
+        txn = self._transactional()
+        if txn.state is not TxnState.IN_TRANSACTION:
+            raise Errors.IllegalOperation("Not in the middle of a transaction")
+        if not group_id or not isinstance(group_id, str):
+            raise ValueError(group_id)
+        await txn.add_offsets(offsets, group_id)
+
+
+class TransactionContext:
+    """Async context manager returned by :meth:`AIOKafkaProducer.transaction`."""
+
+    def __init__(self, producer: TransactionsMixin) -> None:
+        self._producer = producer
+
+    async def __aenter__(self) -> TransactionContext:
+        await self._producer.begin_transaction()
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            await self._producer.commit_transaction()
+            return
+        txn = self._producer._txn
+        if txn is not None and txn.state is TxnState.FATAL_ERROR:
+            return
+        await self._producer.abort_transaction()
