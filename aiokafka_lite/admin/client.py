@@ -17,19 +17,19 @@ import datetime as _dt
 import logging
 import ssl
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .. import errors as Errors
 from .._settings import ClientSettings
 from ..ops import Deadline, ItemError, raise_item_errors
-from ..ops import acls as acl_ops
 from ..ops import configs as config_ops
 from ..ops import groups as group_ops
 from ..ops import offsets as offset_ops
 from ..ops import topics as topic_ops
 from ..structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from . import _responses as R
+from ._cluster import ClusterAdmin
 from ._reset import EARLIEST, LATEST, reset_offsets
 from ._share import ShareGroupAdmin
 from .config_resource import ConfigResource, by_target
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 #: ``reset_consumer_group_offsets`` targets
 
 
-class AIOKafkaAdminClient(ShareGroupAdmin):
+class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
     """Administer topics, configs, consumer groups, offsets and ACLs of a Kafka cluster.
 
     Keyword arguments are aiokafka's (``api_version`` and ``loop`` are accepted and ignored;
@@ -573,34 +573,3 @@ class AIOKafkaAdminClient(ShareGroupAdmin):
         )
         raise_item_errors(found, "DeleteRecords")
         return {tp: v for tp, v in found.items() if isinstance(v, int)}
-
-    # ------------------------------------------------------------------ ACLs
-
-    async def describe_acls(self, acl_filter: acl_ops.AclFilter) -> list[acl_ops.AclBinding]:
-        """ACLs matching ``acl_filter`` (SecurityDisabled when the broker has no authorizer)."""
-        return await acl_ops.describe_acls(self._client, acl_filter)
-
-    async def create_acls(
-        self, acls: Sequence[acl_ops.AclBinding]
-    ) -> list[Errors.KafkaError | None]:
-        """Create ACLs: per ACL (same order) None or its error."""
-        res = await acl_ops.create_acls(self._client, acls)
-        return [None if e is None else e.exception("CreateAcls") for e in res]
-
-    async def delete_acls(
-        self, filters: Sequence[acl_ops.AclFilter]
-    ) -> list[list[acl_ops.AclBinding] | Errors.KafkaError]:
-        """Delete ACLs: per filter (same order) the ACLs deleted, or the filter's error."""
-        res = await acl_ops.delete_acls(self._client, filters)
-        return [r.exception("DeleteAcls") if isinstance(r, ItemError) else r for r in res]
-
-    async def describe_log_dirs(
-        self,
-        partitions: list[TopicPartition] | None = None,
-        broker_ids: list[int] | None = None,
-    ) -> list[acl_ops.LogDirInfo]:
-        """Log directories of each broker and the partition sizes in them (DescribeLogDirs);
-        UnsupportedVersionError when the brokers do not advertise it."""
-        if not acl_ops.log_dirs_supported(self._client):
-            raise Errors.UnsupportedVersionError("the brokers do not support DescribeLogDirs")
-        return await acl_ops.describe_log_dirs(self._client, partitions, broker_ids)
