@@ -233,7 +233,10 @@ def update_readme(path: Path, results_md: str) -> bool:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument(
-        "--only", default=",".join(SCENARIOS), help="comma list of: " + ", ".join(SCENARIOS)
+        "--only",
+        default=",".join(SCENARIOS),
+        help="comma list of: " + ", ".join(SCENARIOS) + ", rebalance (on its own: "
+        "benchmarks/bench_rebalance.py)",
     )
     p.add_argument("--clients", default=",".join(CLIENTS), help="default: %(default)s")
     p.add_argument("--rounds", type=int, default=3, help="default: %(default)s")
@@ -269,6 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected scenarios on one broker; print and write the results."""
     args = _parse(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
+    if "rebalance" in names:  # its own module: groups of members, on Apache Kafka only
+        from benchmarks import bench_rebalance
+
+        names.remove("rebalance")
+        extra = ["--rounds", str(args.rounds)]
+        extra += ["--bootstrap", args.bootstrap] if args.bootstrap else []
+        status = bench_rebalance.run(extra)
+        if status or not names:
+            return status
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}", file=sys.stderr)
