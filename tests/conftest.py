@@ -318,6 +318,7 @@ _APACHE_INTEROP_MODULES = (
     "test_share_java",
     "test_java_oracle_smoke",
     "test_java_group_protocol",
+    "test_group_cooperative",
     "test_apache_versions",
     "test_oauth",
     "test_security",
