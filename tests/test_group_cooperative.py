@@ -352,3 +352,70 @@ async def test_mixed_group_with_java_cooperative_sticky(
             await m.stop()
         if java.running:
             java.stop(check=False)
+
+
+async def test_rolling_upgrade_stays_eager_until_all_cooperative(
+    broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """Java's documented upgrade: members offering (cooperative-sticky, range) beside a member
+    offering range alone form a ``range`` group; once every member offers cooperative-sticky
+    the group picks it, and a member offering both still revokes everything on a rejoin
+    (eager) because one of its assignors is eager."""
+    broker.skip_on("tansu", "noida", reason="as above: cooperative needs the JoinGroup barrier")
+    topic = await new_topic(partitions=PARTITIONS)
+    tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    group = f"coopu-{uuid.uuid4().hex[:8]}"
+
+    def member(strategy: Any) -> tuple[AIOKafkaConsumer, Recorder]:
+        listener = Recorder()
+        c = AIOKafkaConsumer(
+            bootstrap_servers=kafka_bootstrap,
+            group_id=group,
+            partition_assignment_strategy=strategy,
+            auto_offset_reset="earliest",
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
+        )
+        c.subscribe([topic], listener=listener)
+        return c, listener
+
+    old, _ = member(("range",))
+    both, both_listener = member(("cooperative-sticky", "range"))
+    started = []
+    try:
+        for c in (old, both):
+            await c.start()
+            started.append(c)
+
+        async def settled(members: list[AIOKafkaConsumer]) -> None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + SETTLE_S
+            while not (
+                split([c.assignment() for c in members], tps)
+                and len({c._coordinator.generation for c in members}) == 1  # type: ignore[union-attr]
+            ):
+                assert loop.time() < deadline, [c.assignment() for c in members]
+                await asyncio.gather(*(c.getmany(timeout_ms=100) for c in members))
+
+        await settled([old, both])
+        assert both._coordinator is not None and old._coordinator is not None
+        assert both._coordinator.protocol == "range"
+        assert both._coordinator.cooperative is False
+        # the range-only member is replaced by one offering both: the group switches
+        await old.stop()
+        started.remove(old)
+        await settled([both])  # it holds all six now
+        new, _ = member(("cooperative-sticky", "range"))
+        held = both.assignment()
+        assert held == tps
+        t_join = time.monotonic()
+        await new.start()
+        started.append(new)
+        await settled([both, new])
+        assert new._coordinator is not None
+        assert new._coordinator.protocol == "cooperative-sticky"
+        # still eager: the member revoked everything it held before joining
+        assert both_listener.since(t_join, "revoked") >= held
+    finally:
+        for c in started:
+            await c.stop()
