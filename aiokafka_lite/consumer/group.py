@@ -58,8 +58,8 @@ __all__ = ["Coordinator"]
 
 log = logging.getLogger(__name__)
 
-#: the generation an OffsetCommit in flight was sent with (a late answer to an older
-#: generation's request says nothing about the current one)
+#: the generation the heartbeat or OffsetCommit being answered was sent with (a late answer to
+#: an older generation's request says nothing about the current one)
 _SENT_GENERATION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "aiokafka_lite_sent_generation", default=None
 )
@@ -381,13 +381,12 @@ class Coordinator(OffsetsMixin):
             return True
         return False
 
-    def _membership_lost(self, code: int, sent_generation: int | None = None) -> None:
+    def _membership_lost(self, code: int) -> None:
         """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
         with a new member id).  A cooperative member whose generation is gone (the latter two)
         loses its partitions before it rejoins; not when the answer is to a request of an
         older generation than the current one (as Java's ``generationUnchanged()``)."""
-        if sent_generation is None:
-            sent_generation = _SENT_GENERATION.get()
+        sent_generation = _SENT_GENERATION.get()
         if self.cooperative and sent_generation is not None and sent_generation != self.generation:
             log.debug(
                 "group %s: %s answered a request of generation %s; ignored",
@@ -706,7 +705,11 @@ class Coordinator(OffsetsMixin):
                 )
                 self._rejoin = True
             elif retry_action(code) is RetryAction.REJOIN:
-                self._membership_lost(code, sent_generation)
+                token = _SENT_GENERATION.set(sent_generation)
+                try:
+                    self._membership_lost(code)
+                finally:
+                    _SENT_GENERATION.reset(token)
             elif self._coordinator_error(code):
                 pass
             else:
