@@ -361,7 +361,11 @@ async def test_rolling_upgrade_stays_eager_until_all_cooperative(
     offering range alone form a ``range`` group; once every member offers cooperative-sticky
     the group picks it, and a member offering both still revokes everything on a rejoin
     (eager) because one of its assignors is eager."""
-    broker.skip_on("tansu", "noida", reason="as above: cooperative needs the JoinGroup barrier")
+    broker.skip_on(
+        "tansu",
+        "noida",
+        reason="cooperative rebalancing needs a JoinGroup that waits for every member",
+    )
     topic = await new_topic(partitions=PARTITIONS)
     tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
     group = f"coopu-{uuid.uuid4().hex[:8]}"
