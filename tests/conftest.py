@@ -317,9 +317,6 @@ _APACHE_INTEROP_MODULES = (
     "test_java_interop",
     "test_share_java",
     "test_java_oracle_smoke",
-    "test_java_group_protocol",
-    "test_group_migration",
-    "test_group_churn",
     "test_apache_versions",
     "test_oauth",
     "test_security",
@@ -327,6 +324,15 @@ _APACHE_INTEROP_MODULES = (
     "test_interop",
     "test_records_interop",
     "test_records_broker",
+)
+#: Apache-only group-protocol modules (KIP-848 with the Java client, the live migration, churn,
+#: cooperative rebalancing): long-waiting rebalances, one shard with its own broker
+_APACHE_GROUP_MODULES = (
+    "test_java_group_protocol",
+    "test_group_protocol_consumer",
+    "test_group_migration",
+    "test_group_churn",
+    "test_group_cooperative",
 )
 #: modules of long-waiting tests (fault paths, differential runs on aiokafka and on us): a
 #: second shard of each broker kind ("<kind>-b"), with its own broker
@@ -340,6 +346,7 @@ _FIRST = (
     "noida-spark",  # 330
     "tansu",  # 320
     "apache-interop",  # 310
+    "apache-groups",  # 300
     "apache-b",  # 260
     "apache",  # 250
     "noida-b",  # 230
@@ -368,6 +375,8 @@ def _xdist_group(item: pytest.Item) -> str:
         return f"{kind or 'tansu'}-spark"  # broker-free Spark tests beside one Spark session
     if kind == "apache" and module in _APACHE_INTEROP_MODULES:
         return "apache-interop"
+    if kind == "apache" and module in _APACHE_GROUP_MODULES:
+        return "apache-groups"
     if kind is not None:
         return f"{kind}-b" if module in _SLOW_MODULES else str(kind)
     return "apache-interop" if "apache39" in names else "no-broker"

@@ -2,6 +2,8 @@
 
 from .assignors import (
     AbstractPartitionAssignor,
+    CooperativeStickyAssignor,
+    CooperativeStickyPartitionAssignor,
     RangePartitionAssignor,
     RoundRobinPartitionAssignor,
     StickyPartitionAssignor,
@@ -12,6 +14,8 @@ __all__ = [
     "AIOKafkaConsumer",
     "AbstractPartitionAssignor",
     "Consumer",
+    "CooperativeStickyAssignor",
+    "CooperativeStickyPartitionAssignor",
     "ConsumerRebalanceListener",
     "RangePartitionAssignor",
     "RoundRobinPartitionAssignor",

@@ -1,4 +1,5 @@
-"""Partition assignors for consumer groups: ``range``, ``roundrobin`` and (eager) ``sticky``.
+"""Partition assignors for consumer groups: ``range``, ``roundrobin``, (eager) ``sticky`` and
+``cooperative-sticky`` (KIP-429).
 
 The group leader runs one assignor over every member's subscription and hands the result
 back through SyncGroup.  The interface mirrors aiokafka's ``AbstractPartitionAssignor`` so
@@ -10,7 +11,10 @@ aiokafka-style assignor classes (class attributes / classmethods) work unchanged
   ``assignment`` (``[(topic, [partition, ...]), ...]``), ``user_data`` and ``version``;
 * ``metadata(topics)`` -- the subscription object this member advertises;
 * ``on_assignment(assignment)`` / ``on_generation_assignment(generation)`` -- callbacks
-  after SyncGroup (the sticky assignor remembers its assignment here).
+  after SyncGroup (the sticky assignor remembers its assignment here);
+* ``supported_protocols`` (optional, as Java's ``supportedProtocols()``) -- the rebalance
+  protocols the assignor can run under: ``("eager",)`` when absent; a member rebalances
+  cooperatively only when EVERY assignor it offers lists ``"cooperative"``.
 
 ``cluster`` only needs ``partitions_for_topic(topic) -> set[int] | None``.
 """
@@ -27,9 +31,17 @@ from aiokafka_lite.protocol import decode_data, encode_data
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import TopicPartition
 
+#: rebalance protocol names (Java's ``ConsumerPartitionAssignor.RebalanceProtocol``)
+EAGER = "eager"
+COOPERATIVE = "cooperative"
+
 __all__ = [
+    "COOPERATIVE",
+    "EAGER",
     "AbstractPartitionAssignor",
     "ConsumerProtocolMemberAssignment",
+    "CooperativeStickyAssignor",
+    "CooperativeStickyPartitionAssignor",
     "ConsumerProtocolMemberMetadata",
     "RangePartitionAssignor",
     "RoundRobinPartitionAssignor",
@@ -38,6 +50,7 @@ __all__ = [
     "decode_subscription",
     "encode_assignment",
     "encode_subscription",
+    "rebalance_protocol",
     "resolve_assignors",
 ]
 
@@ -69,7 +82,8 @@ class ConsumerProtocolMemberAssignment(NamedTuple):
 
 
 def encode_subscription(meta: Any) -> bytes:
-    """ConsumerProtocolSubscription bytes for an assignor's metadata object."""
+    """ConsumerProtocolSubscription bytes for an assignor's metadata object (at the object's
+    ``version``, 0 to 3: owned partitions from 1, the generation from 2, the rack from 3)."""
     owned = getattr(meta, "owned_partitions", None) or []
     obj = m.ConsumerProtocolSubscription(
         topics=list(meta.subscription),
@@ -79,8 +93,9 @@ def encode_subscription(meta: Any) -> bytes:
             for t, p in owned
         ],
         generation_id=getattr(meta, "generation_id", -1),
+        rack_id=getattr(meta, "rack_id", None),
     )
-    return encode_data(obj, min(max(int(getattr(meta, "version", 0) or 0), 0), 1))
+    return encode_data(obj, min(max(int(getattr(meta, "version", 0) or 0), 0), 3))
 
 
 def decode_subscription(data: bytes) -> ConsumerProtocolMemberMetadata:
@@ -252,6 +267,69 @@ def decode_sticky_user_data(data: bytes) -> tuple[list[tuple[str, list[int]]], i
     return result, generation
 
 
+_TP = tuple[str, int]
+
+
+def _sticky(
+    cluster: Any, members: Mapping[str, Any], previous: Any
+) -> tuple[dict[str, set[_TP]], dict[_TP, str]]:
+    """The sticky assignment of ``members``: every partition a member owned (``previous(meta)``
+    gives ``(owned, generation)``) stays with it (on conflicts the highest generation wins),
+    the rest goes to the least loaded eligible member, then the load is balanced by moving as
+    few partitions as possible.  Returns (member -> partitions, partition -> previous owner)."""
+    subs = {m: set(meta.subscription) for m, meta in members.items()}
+    all_tps = (
+        {(t, p) for t in set().union(*subs.values()) for p in _topic_partitions(cluster, t)}
+        if subs
+        else set()
+    )
+    # 1. previous owners; on conflicts the highest generation wins
+    claims: dict[_TP, tuple[int, str]] = {}
+    for member_id, meta in sorted(members.items()):
+        owned, generation = previous(meta)
+        for topic, parts in owned:
+            for p in parts:
+                tp = (topic, p)
+                if tp not in all_tps or topic not in subs[member_id]:
+                    continue
+                if tp not in claims or claims[tp][0] < generation:
+                    claims[tp] = (generation, member_id)
+    current: dict[str, set[_TP]] = {m: set() for m in subs}
+    for tp, (_, member_id) in claims.items():
+        current[member_id].add(tp)
+    # 2. hand out the unowned partitions, fewest-loaded eligible member first
+    for tp in sorted(all_tps - claims.keys()):
+        eligible = [m for m in subs if tp[0] in subs[m]]
+        best = min(eligible, key=lambda m: (len(current[m]), m))
+        current[best].add(tp)
+    # 3. balance: move from the most to a less loaded eligible member while it helps
+    _balance(current, subs)
+    return current, {tp: member_id for tp, (_, member_id) in claims.items()}
+
+
+def _balance(current: dict[str, set[_TP]], subs: Mapping[str, set[str]]) -> None:
+    moved = True
+    limit = 10 * (sum(len(v) for v in current.values()) + 1)
+    while moved and limit > 0:
+        moved = False
+        for src in sorted(current, key=lambda m: (-len(current[m]), m)):
+            for tp in sorted(current[src]):
+                dests = [
+                    m
+                    for m in current
+                    if tp[0] in subs[m] and len(current[m]) + 1 < len(current[src])
+                ]
+                if dests:
+                    dst = min(dests, key=lambda m: (len(current[m]), m))
+                    current[src].discard(tp)
+                    current[dst].add(tp)
+                    moved = True
+                    limit -= 1
+                    break
+            if moved:
+                break
+
+
 class StickyPartitionAssignor(AbstractPartitionAssignor):
     """Eager sticky assignor: balanced like round robin, but keeps as many partitions as
     possible where they were in the previous generation (read from each member's user data,
@@ -276,57 +354,8 @@ class StickyPartitionAssignor(AbstractPartitionAssignor):
     def assign(
         self, cluster: Any, members: Mapping[str, Any]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        subs = {m: set(meta.subscription) for m, meta in members.items()}
-        all_tps = (
-            {(t, p) for t in set().union(*subs.values()) for p in _topic_partitions(cluster, t)}
-            if subs
-            else set()
-        )
-        # 1. previous owners; on conflicts the highest generation wins
-        claims: dict[tuple[str, int], tuple[int, str]] = {}
-        for member_id, meta in sorted(members.items()):
-            owned, generation = self._previous(meta)
-            for topic, parts in owned:
-                for p in parts:
-                    tp = (topic, p)
-                    if tp not in all_tps or topic not in subs[member_id]:
-                        continue
-                    if tp not in claims or claims[tp][0] < generation:
-                        claims[tp] = (generation, member_id)
-        current: dict[str, set[tuple[str, int]]] = {m: set() for m in subs}
-        for tp, (_, member_id) in claims.items():
-            current[member_id].add(tp)
-        # 2. hand out the unowned partitions, fewest-loaded eligible member first
-        for tp in sorted(all_tps - claims.keys()):
-            eligible = [m for m in subs if tp[0] in subs[m]]
-            best = min(eligible, key=lambda m: (len(current[m]), m))
-            current[best].add(tp)
-        # 3. balance: move from the most to a less loaded eligible member while it helps
-        self._balance(current, subs)
+        current, _ = _sticky(cluster, members, self._previous)
         return self._result(members, current)
-
-    @staticmethod
-    def _balance(current: dict[str, set[tuple[str, int]]], subs: Mapping[str, set[str]]) -> None:
-        moved = True
-        limit = 10 * (sum(len(v) for v in current.values()) + 1)
-        while moved and limit > 0:
-            moved = False
-            for src in sorted(current, key=lambda m: (-len(current[m]), m)):
-                for tp in sorted(current[src]):
-                    dests = [
-                        m
-                        for m in current
-                        if tp[0] in subs[m] and len(current[m]) + 1 < len(current[src])
-                    ]
-                    if dests:
-                        dst = min(dests, key=lambda m: (len(current[m]), m))
-                        current[src].discard(tp)
-                        current[dst].add(tp)
-                        moved = True
-                        limit -= 1
-                        break
-                if moved:
-                    break
 
     @staticmethod
     def _previous(meta: Any) -> tuple[list[tuple[str, list[int]]], int]:
@@ -340,10 +369,85 @@ class StickyPartitionAssignor(AbstractPartitionAssignor):
         return [(t, list(p)) for t, p in owned], getattr(meta, "generation_id", -1)
 
 
+class CooperativeStickyAssignor(AbstractPartitionAssignor):
+    """The cooperative sticky assignor (KIP-429, protocol name ``"cooperative-sticky"`` as
+    Java's ``CooperativeStickyAssignor``, which it interoperates with in one group).
+
+    The assignment is the sticky one (each member keeps what it owns, as reported in its
+    subscription's owned partitions and generation; the rest is balanced), with the
+    cooperative rule: a partition that moves from one member to another is NOT given to the
+    new owner in this rebalance, only taken from the old one.  The old owner revokes it and
+    rejoins at once; in that follow-up rebalance the partition is unowned and goes to the
+    member that needs it.  Members running it rebalance cooperatively (only the moved
+    partitions stop being consumed) when every assignor they offer supports it.
+    """
+
+    name = "cooperative-sticky"
+    version = 2  # ConsumerProtocolSubscription v2: owned partitions and generation
+    supported_protocols: tuple[str, ...] = (COOPERATIVE, EAGER)
+
+    def __init__(self) -> None:
+        self._owned: list[tuple[str, list[int]]] = []
+        self._generation = -1
+
+    def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+        """Subscription with the partitions this assignor last saw assigned (the group member
+        replaces them with what it really owns) and the generation, also as 4 bytes of user
+        data (how Java's assignor reads it from a v1 subscription)."""
+        return ConsumerProtocolMemberMetadata(
+            self.version,
+            sorted(topics),
+            struct.pack(">i", self._generation),
+            [(t, list(p)) for t, p in self._owned],
+            self._generation,
+        )
+
+    def on_assignment(self, assignment: Any) -> None:
+        """Remember the assignment (the owned partitions of the next subscription)."""
+        self._owned = [(t, list(p)) for t, p in assignment.assignment]
+
+    def on_generation_assignment(self, generation: int) -> None:
+        """Remember the generation the assignment belongs to."""
+        self._generation = generation
+
+    def assign(
+        self, cluster: Any, members: Mapping[str, Any]
+    ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        """Sticky assignment minus every partition that changes owner (see the class doc)."""
+        current, previous_owner = _sticky(cluster, members, self._previous)
+        for member_id, tps in current.items():
+            tps -= {tp for tp in tps if previous_owner.get(tp, member_id) != member_id}
+        return self._result(members, current)
+
+    @staticmethod
+    def _previous(meta: Any) -> tuple[list[tuple[str, list[int]]], int]:
+        owned = getattr(meta, "owned_partitions", None) or []
+        generation = getattr(meta, "generation_id", -1)
+        if generation is None or generation < 0:
+            data = getattr(meta, "user_data", None)
+            generation = struct.unpack(">i", bytes(data))[0] if data and len(data) == 4 else -1
+        return [(t, list(p)) for t, p in owned], generation
+
+
+#: the same class under the naming pattern of aiokafka's assignors
+CooperativeStickyPartitionAssignor = CooperativeStickyAssignor
+
+
+def rebalance_protocol(assignors: Iterable[Any]) -> str:
+    """The protocol a member offering ``assignors`` rebalances with (Java's rule): cooperative
+    when every one of them supports it, else eager (the first step of the rolling upgrade
+    offers ``cooperative-sticky`` beside an eager assignor: still eager)."""
+    items = list(assignors)
+    if items and all(COOPERATIVE in getattr(a, "supported_protocols", (EAGER,)) for a in items):
+        return COOPERATIVE
+    return EAGER
+
+
 _BY_NAME: dict[str, type[AbstractPartitionAssignor]] = {
     "range": RangePartitionAssignor,
     "roundrobin": RoundRobinPartitionAssignor,
     "sticky": StickyPartitionAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
 }
 
 

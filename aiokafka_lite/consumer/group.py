@@ -12,13 +12,17 @@ One :class:`Coordinator` per consumer.  Its main task:
   lacking one, a reset per ``auto_offset_reset``.
 
 Group traffic goes over the client's ``"coordinator"`` connection group, so it never queues
-behind a long-poll fetch.  Protocol: eager rebalancing (everything is revoked before a join).
+behind a long-poll fetch.  Rebalance protocol (Java's rule): eager (everything is revoked before
+a join) unless every assignor offered supports ``"cooperative"`` (KIP-429): then the member
+joins keeping its partitions, revokes after SyncGroup only those it no longer has, rejoins at
+once when it revoked any, and calls ``on_partitions_lost`` when its generation is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import time
@@ -38,11 +42,14 @@ from aiokafka_lite.ops.membership import (
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 from .assignors import (
+    COOPERATIVE,
     ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
+    rebalance_protocol,
 )
 from .offsets import OffsetsMixin
 from .subscription import SubscriptionState
@@ -50,6 +57,17 @@ from .subscription import SubscriptionState
 __all__ = ["Coordinator"]
 
 log = logging.getLogger(__name__)
+
+#: the generation the heartbeat or OffsetCommit being answered was sent with (a late answer to
+#: an older generation's request says nothing about the current one)
+_SENT_GENERATION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "aiokafka_lite_sent_generation", default=None
+)
+
+#: answers that end the member's generation: a cooperative member's partitions are lost
+_GENERATION_LOST = frozenset(
+    {Errors.IllegalGenerationError.errno, Errors.UnknownMemberIdError.errno}
+)
 
 
 async def _call_listener(fn: Any, partitions: set[TopicPartition]) -> None:
@@ -91,6 +109,9 @@ class Coordinator(OffsetsMixin):
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self._assignors = assignors or []
+        #: KIP-429: every assignor supports the cooperative protocol (else eager, unchanged)
+        self.cooperative = rebalance_protocol(self._assignors) == COOPERATIVE
+        self._lost = False  # cooperative: the generation was lost, the partitions with it
         self._session_timeout_ms = session_timeout_ms
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._heartbeat_interval = heartbeat_interval_ms / 1000
@@ -362,9 +383,23 @@ class Coordinator(OffsetsMixin):
 
     def _membership_lost(self, code: int) -> None:
         """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
-        with a new member id)."""
+        with a new member id).  A cooperative member whose generation is gone (the latter two)
+        loses its partitions before it rejoins; not when the answer is to a request of an
+        older generation than the current one (as Java's ``generationUnchanged()``)."""
+        sent_generation = _SENT_GENERATION.get()
+        if self.cooperative and sent_generation is not None and sent_generation != self.generation:
+            log.debug(
+                "group %s: %s answered a request of generation %s; ignored",
+                self.group_id,
+                Errors.for_code(code).__name__,
+                sent_generation,
+            )
+            return
         if code == Errors.UnknownMemberIdError.errno:
             self.member_id = ""
+            self.generation = -1
+        if self.cooperative and code in _GENERATION_LOST:
+            self._lost = True
             self.generation = -1
         self._rejoin = True
         self._wake.set()
@@ -372,24 +407,10 @@ class Coordinator(OffsetsMixin):
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance(self) -> None:
         subs = self._subs
-        # revoke everything (eager protocol): commit first so the next owner starts right
-        if subs.assignment and self._auto_commit:
-            try:
-                await self._commit_positions()
-            except Errors.KafkaError as exc:
-                log.warning("commit before rebalance failed: %r", exc)
-        revoked = set(subs.assignment)
-        # also with nothing to revoke (first join), as aiokafka; once per rebalance, not per
-        # retried JoinGroup. The assignment, positions and heartbeats stay alive through the
-        # callback, so commit() in it commits (the standard place to save progress).
-        if revoked or not self._revoke_announced:
-            self._revoke_announced = True
-            if self._h_revoked:
-                emit(self._h_revoked, self.group_id, set(revoked))
-            if subs.listener is not None:
-                await self._revoke(revoked)
-        if revoked:
-            subs.assign_from_subscription(())
+        if self.cooperative:
+            await self._prepare_cooperative_join()
+        else:
+            await self._prepare_eager_join()
         if subs.pattern is not None:
             # as the Java client: a pattern subscriber refreshes metadata before it joins, so a
             # new matching topic that another member saw (and started this rebalance for) is in
@@ -417,24 +438,122 @@ class Coordinator(OffsetsMixin):
                 if hasattr(a, "on_generation_assignment"):
                     a.on_generation_assignment(self.generation)
         tps = {TopicPartition(t, p) for t, ps in assignment.assignment for p in ps if t in topics}
+        added = tps
+        if self.cooperative:
+            owned = set(subs.assignment)
+            revoked = owned - tps
+            added = tps - owned
+            if revoked:
+                # only what moved stops; then a follow-up rebalance hands it to its new owner
+                await self._revoke_cooperative(revoked)
+                self._rejoin = True
+            kept = self._last_committed
+            self._last_committed = {tp: o for tp, o in kept.items() if tp in tps}
+        else:
+            self._last_committed = {}
         subs.assign_from_subscription(tps)
-        self._last_committed = {}
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
         if self._h_assigned:
-            emit(self._h_assigned, self.group_id, set(tps))
+            emit(self._h_assigned, self.group_id, set(added))
         if subs.listener is not None:
-            await _call_listener(subs.listener.on_partitions_assigned, set(tps))
+            await _call_listener(subs.listener.on_partitions_assigned, set(added))
         self.assigned_once.set()
 
-    async def _revoke(self, revoked: set[TopicPartition]) -> None:
+    async def _prepare_eager_join(self) -> None:
+        subs = self._subs
+        # revoke everything (eager protocol): commit first so the next owner starts right
+        if subs.assignment and self._auto_commit:
+            try:
+                await self._commit_positions()
+            except Errors.KafkaError as exc:
+                log.warning("commit before rebalance failed: %r", exc)
+        revoked = set(subs.assignment)
+        # also with nothing to revoke (first join), as aiokafka; once per rebalance, not per
+        # retried JoinGroup. The assignment, positions and heartbeats stay alive through the
+        # callback, so commit() in it commits (the standard place to save progress).
+        if revoked or not self._revoke_announced:
+            self._revoke_announced = True
+            if self._h_revoked:
+                emit(self._h_revoked, self.group_id, set(revoked))
+            if subs.listener is not None:
+                await self._revoke(revoked)
+        if revoked:
+            subs.assign_from_subscription(())
+
+    async def _prepare_cooperative_join(self) -> None:
+        """KIP-429 before JoinGroup: the partitions stay assigned and consumed through the
+        join, except those lost with the generation (``on_partitions_lost``) and those of
+        topics no longer subscribed (revoked)."""
+        subs = self._subs
+        if self._lost:
+            self._lost = False
+            lost = set(subs.assignment)
+            if lost:
+                log.info("group %s: generation lost with partitions %s", self.group_id, lost)
+                if self._h_revoked:
+                    emit(self._h_revoked, self.group_id, set(lost))
+                listener = subs.listener
+                if listener is not None:
+                    fn = getattr(listener, "on_partitions_lost", None)
+                    await self._revoke(lost, fn)
+                subs.assign_from_subscription(())
+            return
+        if subs.assignment and self._auto_commit and self.generation >= 0:
+            try:
+                await self._commit_positions()
+            except Errors.KafkaError as exc:
+                log.warning("commit before rebalance failed: %r", exc)
+        gone = {tp for tp in subs.assignment if tp.topic not in subs.topics}
+        if gone:
+            await self._revoke_cooperative(gone)
+            subs.assign_from_subscription(set(subs.assignment) - gone)
+
+    async def _revoke_cooperative(self, revoked: set[TopicPartition]) -> None:
+        """Stop fetching ``revoked`` (paused: nothing more is handed out), commit (auto commit)
+        and call ``on_partitions_revoked`` with them; the other partitions keep going."""
+        subs = self._subs
+        for tp in revoked:
+            subs.assignment[tp].paused = True
+        subs.changed()
+        if self._auto_commit:
+            try:
+                await self._commit_positions()
+            except Errors.KafkaError as exc:
+                log.warning("commit before revoking %s failed: %r", sorted(revoked), exc)
+        if self._h_revoked:
+            emit(self._h_revoked, self.group_id, set(revoked))
+        if subs.listener is not None:
+            await self._revoke(revoked)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        token = _SENT_GENERATION.set(self.generation)
+        try:
+            await super()._commit(offsets)
+        finally:
+            _SENT_GENERATION.reset(token)
+
+    async def _revoke(self, revoked: set[TopicPartition], fn: Any = None) -> None:
         self._revoking = True
         try:
-            await _call_listener(self._subs.listener.on_partitions_revoked, revoked)
+            await _call_listener(fn or self._subs.listener.on_partitions_revoked, revoked)
         finally:
             self._revoking = False
 
+    def _subscription(self, assignor: Any, topics: frozenset[str]) -> bytes:
+        meta = assignor.metadata(topics)
+        if isinstance(meta, ConsumerProtocolMemberMetadata) and meta.version >= 1:
+            # as Java's coordinator: the partitions this member really owns now (none after
+            # an eager revocation), with its generation (KIP-429's cooperative assignor)
+            owned: dict[str, list[int]] = {}
+            for tp in sorted(self._subs.assignment):
+                owned.setdefault(tp.topic, []).append(tp.partition)
+            meta = meta._replace(
+                owned_partitions=list(owned.items()), generation_id=self.generation
+            )
+        return encode_subscription(meta)
+
     async def _join(self, topics: frozenset[str]) -> Any:
-        protocols = [(a.name, encode_subscription(a.metadata(topics))) for a in self._assignors]
+        protocols = [(a.name, self._subscription(a, topics)) for a in self._assignors]
         for _ in range(5):  # at most one member-id-required round trip, a few retries
             request = join_group_request(
                 self.group_id,  # type: ignore[arg-type]  # only called with a group
@@ -459,6 +578,9 @@ class Coordinator(OffsetsMixin):
                 continue
             if code == Errors.UnknownMemberIdError.errno:
                 self.member_id = ""
+                if self.cooperative and self._subs.assignment:
+                    self._membership_lost(code)  # give the partitions up, then join anew
+                    return None
                 continue
             if (
                 self._coordinator_error(code)
@@ -489,6 +611,8 @@ class Coordinator(OffsetsMixin):
             return decode_assignment(resp.assignment or b"")
         if code == Errors.UnknownMemberIdError.errno:
             self.member_id = ""
+        if self.cooperative and code in _GENERATION_LOST:
+            self._membership_lost(code)
         if retry_action(code) is RetryAction.REJOIN or self._coordinator_error(code):
             self._rejoin = True
             return None
@@ -557,9 +681,10 @@ class Coordinator(OffsetsMixin):
                 self._subs.assign_from_subscription(())
                 await self._leave_group("max_poll_interval_ms exceeded")
                 continue
+            sent_generation = self.generation
             request = heartbeat_request(
                 self.group_id,  # type: ignore[arg-type]  # only called with a group
-                generation=self.generation,
+                generation=sent_generation,
                 member_id=self.member_id,
                 group_instance_id=self.group_instance_id,
             )
@@ -580,7 +705,11 @@ class Coordinator(OffsetsMixin):
                 )
                 self._rejoin = True
             elif retry_action(code) is RetryAction.REJOIN:
-                self._membership_lost(code)
+                token = _SENT_GENERATION.set(sent_generation)
+                try:
+                    self._membership_lost(code)
+                finally:
+                    _SENT_GENERATION.reset(token)
             elif self._coordinator_error(code):
                 pass
             else:

@@ -1,0 +1,471 @@
+"""Cooperative incremental rebalancing of the classic protocol (KIP-429) against a real broker:
+aiokafka_lite members with ``CooperativeStickyAssignor``, alone and in one group with the Java
+``KafkaConsumer`` running Java's ``CooperativeStickyAssignor``.  While a member joins, the
+partitions that do not move are never revoked (the listeners say so) and keep being consumed
+(records from them arrive while the join is in progress); afterwards the assignment is
+balanced, disjoint and covering, and every record was read, more than once only on a
+partition that moved (inside its uncommitted window)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+from java_oracle import GroupMember, unavailable_reason
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.consumer import (
+    AIOKafkaConsumer,
+    ConsumerRebalanceListener,
+    CooperativeStickyAssignor,
+)
+from aiokafka_lite.producer import AIOKafkaProducer
+from aiokafka_lite.structs import TopicPartition
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(240)]
+
+PARTITIONS = 6
+SETTLE_S = 90.0  # readiness bound (JVM start, busy machine); never what is asserted
+
+
+class Recorder(ConsumerRebalanceListener):
+    """Every callback with its time, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str, set[TopicPartition]]] = []
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.events.append((time.monotonic(), "revoked", set(revoked)))
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.events.append((time.monotonic(), "assigned", set(assigned)))
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.events.append((time.monotonic(), "lost", set(lost)))
+
+    def since(self, t: float, kind: str) -> set[TopicPartition]:
+        out: set[TopicPartition] = set()
+        for when, k, tps in self.events:
+            if when >= t and k == kind:
+                out |= tps
+        return out
+
+
+class Member:
+    """An aiokafka_lite member consuming in the background: commits after every batch,
+    records (partition, offset) -> times read, and when each partition last delivered."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, session_ms: int) -> None:
+        self.listener = Recorder()
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            partition_assignment_strategy=(CooperativeStickyAssignor,),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            heartbeat_interval_ms=300,
+            session_timeout_ms=session_ms,
+            retry_backoff_ms=50,
+        )
+        self.consumer.subscribe([topic], listener=self.listener)
+        self.reads: dict[tuple[int, int], int] = {}
+        self.arrivals: dict[int, list[float]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self._consume())
+
+    async def _consume(self) -> None:
+        c = self.consumer
+        while True:
+            batch = await c.getmany(timeout_ms=100)
+            now = time.monotonic()
+            for tp, recs in batch.items():
+                self.arrivals.setdefault(tp.partition, []).append(now)
+                for r in recs:
+                    key = (r.partition, r.offset)
+                    self.reads[key] = self.reads.get(key, 0) + 1
+            if batch:
+                try:
+                    await c.commit()
+                except Errors.CommitFailedError:
+                    pass  # a rebalance ends the generation: the uncommitted window re-reads
+                except Errors.RebalanceInProgressError:
+                    pass
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.consumer.assignment())
+
+    def arrived_between(self, partition: int, t0: float, t1: float) -> bool:
+        return any(t0 <= t <= t1 for t in self.arrivals.get(partition, ()))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.consumer.stop()
+
+
+class Writer:
+    """Writes one record to every partition every 50 ms; what was written."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)
+        self.topic = topic
+        self.written: set[tuple[int, int]] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.producer.start()
+        self._task = asyncio.create_task(self._write())
+
+    async def _write(self) -> None:
+        i = 0
+        while True:
+            futs = [
+                await self.producer.send(self.topic, b"v%d" % i, partition=p)
+                for p in range(PARTITIONS)
+            ]
+            for md in await asyncio.gather(*futs):
+                self.written.add((md.partition, md.offset))
+            i += 1
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        await self.producer.stop()
+
+
+def java_tps(java: GroupMember) -> set[TopicPartition]:
+    return {TopicPartition(t, p) for t, p in java.assigned()}
+
+
+def java_since(java: GroupMember, n_events: int, kind: str) -> set[TopicPartition]:
+    out: set[TopicPartition] = set()
+    for e in java.events[n_events:]:
+        if e["event"] == kind:
+            out |= {TopicPartition(t, p) for t, p in e.get("partitions", ())}
+    return out
+
+
+async def wait_until(cond: Any, what: str, state: Any) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_S
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError(f"no {what} within {SETTLE_S:.0f}s: {state()}")
+        await asyncio.sleep(0.05)
+
+
+def split(sets: list[set[TopicPartition]], tps: set[TopicPartition]) -> bool:
+    return sum(map(len, sets)) == len(tps) and set().union(*sets) == tps
+
+
+def check_reads(
+    written: set[tuple[int, int]], reads: dict[tuple[int, int], int], moved: set[int]
+) -> None:
+    missing = written - reads.keys()
+    assert not missing, f"{len(missing)} records never read, e.g. {sorted(missing)[:5]}"
+    twice = {k: n for k, n in reads.items() if n > 1}
+    assert all(p in moved for p, _ in twice), f"re-read on a partition that did not move: {twice}"
+
+
+async def test_join_keeps_unmoved_partitions_consuming(
+    broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    # the cooperative rule needs the JoinGroup barrier (a generation waits for every known
+    # member, each with its fresh subscription); seen in the leader's JoinGroup answers:
+    broker.skip_on(
+        "tansu",
+        reason="Tansu completes a generation before every member rejoined: the others' owned "
+        "partitions are stale or missing and they are fenced (lost)",
+    )
+    broker.skip_on(
+        "noida",
+        reason="noida-db answers the leader's JoinGroup with a member list missing members "
+        "that are in the group, so the leader cannot see who owns what",
+    )
+    session_ms = 6000
+    topic = await new_topic(partitions=PARTITIONS)
+    tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    group = f"coop-{uuid.uuid4().hex[:8]}"
+    writer = Writer(kafka_bootstrap, topic)
+    members = [Member(kafka_bootstrap, topic, group, session_ms) for _ in range(3)]
+    a, b, c = members
+    state = lambda: [sorted(m.assignment()) for m in members]  # noqa: E731
+    try:
+        await writer.start()
+        await a.start()
+        await b.start()
+        await wait_until(
+            lambda: (
+                split([a.assignment(), b.assignment()], tps)
+                and all(len(m.assignment()) == 3 for m in (a, b))
+            ),
+            "3/3 split",
+            state,
+        )
+        before = {id(m): m.assignment() for m in (a, b)}
+        t_join = time.monotonic()
+        await c.start()
+        await wait_until(lambda: bool(c.assignment()), "a partition for the new member", state)
+        t_c_assigned = time.monotonic()
+        await wait_until(
+            lambda: (
+                split([m.assignment() for m in members], tps)
+                and all(len(m.assignment()) == 2 for m in members)
+            ),
+            "2/2/2 split",
+            state,
+        )
+        # the cooperative rule: the new member got each partition only after its previous
+        # owner had revoked it (a follow-up rebalance), never both owning it at once
+        for t_given, kind, given in c.listener.events:
+            for tp in given if kind == "assigned" else ():
+                owner = a if tp in before[id(a)] else b
+                revoked_at = [t for t, k, r in owner.listener.events if k == "revoked" and tp in r]
+                assert revoked_at and revoked_at[0] < t_given, (tp, owner.listener.events)
+        moved: set[int] = set()
+        for m in (a, b):
+            kept = before[id(m)] & m.assignment()
+            gone = before[id(m)] - m.assignment()
+            assert len(kept) == 2 and len(gone) == 1, (before[id(m)], m.assignment())
+            moved |= {tp.partition for tp in gone}
+            # only what moved was revoked; nothing lost; nothing re-assigned to it
+            assert m.listener.since(t_join, "revoked") == gone, m.listener.events
+            assert m.listener.since(t_join, "lost") == set()
+            assert m.listener.since(t_join, "assigned") == set(), m.listener.events
+            # the kept partitions delivered records while the join was in progress
+            for tp in kept:
+                assert m.arrived_between(tp.partition, t_join, t_c_assigned), (
+                    f"{tp} of a kept assignment delivered nothing during the rebalance"
+                )
+        assert {tp.partition for tp in c.assignment()} == moved
+        # every record read; twice only on a moved partition (its uncommitted window)
+        await writer.stop()
+        reads: dict[tuple[int, int], int] = {}
+
+        def merged() -> dict[tuple[int, int], int]:
+            reads.clear()
+            for m in members:
+                for k, n in m.reads.items():
+                    reads[k] = reads.get(k, 0) + n
+            return reads
+
+        await wait_until(
+            lambda: writer.written <= merged().keys(),
+            "every record read",
+            lambda: len(writer.written - merged().keys()),
+        )
+        check_reads(writer.written, merged(), moved)
+    finally:
+        await writer.stop()
+        for m in members:
+            await m.stop()
+
+
+async def test_mixed_group_with_java_cooperative_sticky(
+    broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    broker.skip_on("tansu", "noida", reason="the Java client's group runs on Apache Kafka")
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    topic = await new_topic(partitions=PARTITIONS)
+    tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    group = f"coopj-{uuid.uuid4().hex[:8]}"
+    writer = Writer(kafka_bootstrap, topic)
+    java = GroupMember(kafka_bootstrap, topic, group, assignor="cooperative-sticky", run_ms=200_000)
+    lites = [Member(kafka_bootstrap, topic, group, 10000) for _ in range(2)]
+    a, b = lites
+
+    def state() -> Any:
+        return {
+            "lite": [sorted(m.assignment()) for m in lites],
+            "java": sorted(java_tps(java)),
+            "java_events": java.events,
+            "stderr": java.stderr[-2000:],
+        }
+
+    try:
+        await writer.start()
+        java.start()
+        await asyncio.to_thread(java.wait_assigned, SETTLE_S)
+        await a.start()
+        await wait_until(
+            lambda: split([java_tps(java), a.assignment()], tps) and len(a.assignment()) == 3,
+            "Java/lite 3/3 split",
+            state,
+        )
+        before_java, before_a = java_tps(java), a.assignment()
+        n_java = len(java.events)
+        t_join = time.monotonic()
+        await b.start()
+        await wait_until(
+            lambda: (
+                split([java_tps(java), a.assignment(), b.assignment()], tps)
+                and len(b.assignment()) == 2
+                and len(a.assignment()) == 2
+            ),
+            "2/2/2 split",
+            state,
+        )
+        gone_java = before_java - java_tps(java)
+        gone_a = before_a - a.assignment()
+        assert len(gone_java) == 1 and len(gone_a) == 1, state()
+        # no side revoked a partition that stayed; none lost any
+        assert java_since(java, n_java, "revoked") == gone_java, java.events
+        assert java_since(java, n_java, "lost") == set(), java.events
+        assert a.listener.since(t_join, "revoked") == gone_a, a.listener.events
+        assert a.listener.since(t_join, "lost") == set(), a.listener.events
+        assert b.assignment() == gone_java | gone_a
+        await writer.stop()
+        moved = {tp.partition for tp in gone_java | gone_a}
+
+        def merged() -> dict[tuple[int, int], int]:
+            reads: dict[tuple[int, int], int] = {}
+            for m in lites:
+                for k, n in m.reads.items():
+                    reads[k] = reads.get(k, 0) + n
+            for r in java.records:
+                k = (r["partition"], r["offset"])
+                reads[k] = reads.get(k, 0) + 1
+            return reads
+
+        await wait_until(
+            lambda: writer.written <= merged().keys(),
+            "every record read",
+            lambda: len(writer.written - merged().keys()),
+        )
+        check_reads(writer.written, merged(), moved)
+    finally:
+        await writer.stop()
+        for m in lites:
+            await m.stop()
+        if java.running:
+            java.stop(check=False)
+
+
+async def test_rolling_upgrade_stays_eager_until_all_cooperative(
+    broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """Java's documented upgrade: members offering (cooperative-sticky, range) beside a member
+    offering range alone form a ``range`` group; once every member offers cooperative-sticky
+    the group picks it, and a member offering both still revokes everything on a rejoin
+    (eager) because one of its assignors is eager."""
+    broker.skip_on(
+        "tansu",
+        "noida",
+        reason="cooperative rebalancing needs a JoinGroup that waits for every member",
+    )
+    topic = await new_topic(partitions=PARTITIONS)
+    tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    group = f"coopu-{uuid.uuid4().hex[:8]}"
+
+    def member(strategy: Any) -> tuple[AIOKafkaConsumer, Recorder]:
+        listener = Recorder()
+        c = AIOKafkaConsumer(
+            bootstrap_servers=kafka_bootstrap,
+            group_id=group,
+            partition_assignment_strategy=strategy,
+            auto_offset_reset="earliest",
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
+        )
+        c.subscribe([topic], listener=listener)
+        return c, listener
+
+    old, _ = member(("range",))
+    both, both_listener = member(("cooperative-sticky", "range"))
+    started = []
+    try:
+        for c in (old, both):
+            await c.start()
+            started.append(c)
+
+        async def settled(members: list[AIOKafkaConsumer]) -> None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + SETTLE_S
+            while not (
+                split([c.assignment() for c in members], tps)
+                and len({c._coordinator.generation for c in members}) == 1  # type: ignore[union-attr]
+            ):
+                assert loop.time() < deadline, [c.assignment() for c in members]
+                await asyncio.gather(*(c.getmany(timeout_ms=100) for c in members))
+
+        await settled([old, both])
+        assert both._coordinator is not None and old._coordinator is not None
+        assert both._coordinator.protocol == "range"
+        assert both._coordinator.cooperative is False
+        # the range-only member is replaced by one offering both: the group switches
+        await old.stop()
+        started.remove(old)
+        await settled([both])  # it holds all six now
+        new, _ = member(("cooperative-sticky", "range"))
+        held = both.assignment()
+        assert held == tps
+        t_join = time.monotonic()
+        await new.start()
+        started.append(new)
+        await settled([both, new])
+        assert new._coordinator is not None
+        assert new._coordinator.protocol == "cooperative-sticky"
+        # still eager: the member revoked everything it held before joining
+        assert both_listener.since(t_join, "revoked") >= held
+    finally:
+        for c in started:
+            await c.stop()
+
+
+@pytest.mark.parametrize("code", [22, 25])  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
+async def test_generation_lost_calls_on_partitions_lost(
+    broker: Any, new_topic: Any, code: int
+) -> None:
+    """A heartbeat answered ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID (as after a session
+    timeout): the cooperative member's partitions are lost, not revoked (it may not commit
+    them: another member may own them already); it rejoins and gets them again."""
+    from tests.faults import API, FaultProxy, Rule
+
+    if code == 25:
+        broker.skip_on(
+            "noida",
+            reason="not investigated: after on_partitions_lost the rejoin as a new member (the "
+            "old member id still registered) got no assignment within 90 s on noida-db",
+        )
+    topic = await new_topic(partitions=2)
+    tps = {TopicPartition(topic, p) for p in range(2)}
+    async with FaultProxy(broker.bootstrap) as proxy:
+        listener = Recorder()
+        c = AIOKafkaConsumer(
+            bootstrap_servers=proxy.bootstrap,
+            group_id=f"coopl-{uuid.uuid4().hex[:8]}",
+            partition_assignment_strategy=(CooperativeStickyAssignor,),
+            heartbeat_interval_ms=300,
+            session_timeout_ms=6000,
+        )
+        c.subscribe([topic], listener=listener)
+        await c.start()
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + SETTLE_S
+            while c.assignment() != tps:
+                assert loop.time() < deadline, listener.events
+                await c.getmany(timeout_ms=100)
+            t0 = time.monotonic()
+            proxy.add(Rule(API.HEARTBEAT, "error", error_code=code))
+            while not (listener.since(t0, "lost") and c.assignment() == tps):
+                assert loop.time() < deadline, listener.events
+                await c.getmany(timeout_ms=100)
+            assert listener.since(t0, "lost") == tps
+            assert listener.since(t0, "revoked") == set()
+            assert listener.since(t0, "assigned") == tps  # given back after the rejoin
+        finally:
+            await c.stop()
