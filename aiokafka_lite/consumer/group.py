@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import inspect
 import logging
 import time
@@ -33,22 +32,12 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops._exec import find_coordinator
-from aiokafka_lite.ops.membership import (
-    heartbeat_request,
-    join_group_request,
-    leave_group_request,
-    sync_group_request,
-)
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
+from . import classic
 from .assignors import (
     COOPERATIVE,
     ConsumerProtocolMemberAssignment,
-    ConsumerProtocolMemberMetadata,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
     rebalance_protocol,
 )
 from .offsets import OffsetsMixin
@@ -58,16 +47,8 @@ __all__ = ["Coordinator"]
 
 log = logging.getLogger(__name__)
 
-#: the generation the heartbeat or OffsetCommit being answered was sent with (a late answer to
-#: an older generation's request says nothing about the current one)
-_SENT_GENERATION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "aiokafka_lite_sent_generation", default=None
-)
-
-#: answers that end the member's generation: a cooperative member's partitions are lost
-_GENERATION_LOST = frozenset(
-    {Errors.IllegalGenerationError.errno, Errors.UnknownMemberIdError.errno}
-)
+_SENT_GENERATION = classic.SENT_GENERATION
+_GENERATION_LOST = classic.GENERATION_LOST
 
 
 async def _call_listener(fn: Any, partitions: set[TopicPartition]) -> None:
@@ -540,179 +521,21 @@ class Coordinator(OffsetsMixin):
             self._revoking = False
 
     def _subscription(self, assignor: Any, topics: frozenset[str]) -> bytes:
-        meta = assignor.metadata(topics)
-        if isinstance(meta, ConsumerProtocolMemberMetadata) and meta.version >= 1:
-            # as Java's coordinator: the partitions this member really owns now (none after
-            # an eager revocation), with its generation (KIP-429's cooperative assignor)
-            owned: dict[str, list[int]] = {}
-            for tp in sorted(self._subs.assignment):
-                owned.setdefault(tp.topic, []).append(tp.partition)
-            meta = meta._replace(
-                owned_partitions=list(owned.items()), generation_id=self.generation
-            )
-        return encode_subscription(meta)
+        return classic.subscription(self, assignor, topics)
 
     async def _join(self, topics: frozenset[str]) -> Any:
-        protocols = [(a.name, self._subscription(a, topics)) for a in self._assignors]
-        for _ in range(5):  # at most one member-id-required round trip, a few retries
-            request = join_group_request(
-                self.group_id,  # type: ignore[arg-type]  # only called with a group
-                member_id=self.member_id,
-                group_instance_id=self.group_instance_id,
-                session_timeout_ms=self._session_timeout_ms,
-                rebalance_timeout_ms=self._rebalance_timeout_ms,
-                protocols=protocols,
-            )
-            resp = await self._send(
-                request, self._rebalance_timeout_ms + self._session_timeout_ms + 5000
-            )
-            code = resp.error_code
-            if code == 0:
-                self.generation = resp.generation_id
-                self.member_id = resp.member_id
-                self.protocol = resp.protocol_name
-                self.leader_id = resp.leader
-                return resp
-            if code == Errors.MemberIdRequired.errno:
-                self.member_id = resp.member_id
-                continue
-            if code == Errors.UnknownMemberIdError.errno:
-                self.member_id = ""
-                if self.cooperative and self._subs.assignment:
-                    self._membership_lost(code)  # give the partitions up, then join anew
-                    return None
-                continue
-            if (
-                self._coordinator_error(code)
-                or retry_action(code).retriable
-                or code == Errors.RebalanceInProgressError.errno
-            ):
-                await asyncio.sleep(self._backoff)
-                return None
-            raise Errors.for_code(code)(f"JoinGroup failed for group {self.group_id!r}")
-        await asyncio.sleep(self._backoff)
-        return None
+        return await classic.join(self, topics)
 
     async def _sync(self, joined: Any) -> ConsumerProtocolMemberAssignment | None:
-        assignments: dict[str, bytes] = {}
-        if joined.leader == self.member_id:
-            assignments = await self._assign(joined)
-        request = sync_group_request(
-            self.group_id,  # type: ignore[arg-type]  # only called with a group
-            generation=self.generation,
-            member_id=self.member_id,
-            group_instance_id=self.group_instance_id,
-            protocol_name=self.protocol,
-            assignments=assignments,
-        )
-        resp = await self._send(request, self._rebalance_timeout_ms + 5000)
-        code = resp.error_code
-        if code == 0:
-            return decode_assignment(resp.assignment or b"")
-        if code == Errors.UnknownMemberIdError.errno:
-            self.member_id = ""
-        if self.cooperative and code in _GENERATION_LOST:
-            self._membership_lost(code)
-        if retry_action(code) is RetryAction.REJOIN or self._coordinator_error(code):
-            self._rejoin = True
-            return None
-        raise Errors.for_code(code)(f"SyncGroup failed for group {self.group_id!r}")
+        return await classic.sync(self, joined)
 
     async def _assign(self, joined: Any) -> dict[str, bytes]:
-        assignor = next((a for a in self._assignors if a.name == joined.protocol_name), None)
-        if assignor is None:
-            raise Errors.IllegalStateError(f"group chose unknown assignor {joined.protocol_name!r}")
-        members = {mb.member_id: decode_subscription(mb.metadata) for mb in joined.members}
-        all_topics = set().union(*(set(md.subscription) for md in members.values()))
-        self._group_topics = frozenset(all_topics)
-        if not all_topics <= set(self._client.cluster.topics(False)):
-            self._client.add_topics(sorted(all_topics))
-            fut = self._client.request_update()
-            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(fut), self._request_timeout_ms / 1000)
-        # the leader rejoins when these partition counts change (not when its own metadata
-        # first learns a topic: that is what made every static restart rebalance)
-        self._metadata_snapshot = self._snapshot(all_topics)
-        if getattr(joined, "skip_assignment", False):
-            # KIP-814: a static leader replacing itself in a stable group; the broker keeps
-            # the current assignment and ignores any sent
-            return {}
-        result = assignor.assign(self._client.cluster, members)
-        log.info(
-            "group %s leader: assigned %s",
-            self.group_id,
-            {mid: list(a.assignment) for mid, a in result.items()},
-        )
-        return {mid: encode_assignment(a) for mid, a in result.items()}
+        return await classic.leader_assignment(self, joined)
 
     async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
-        if self.group_id is None or (self.generation < 0 and not self.member_id):
-            return
-        if self.group_instance_id is not None or not self.member_id:
-            self.generation = -1
-            return
-        request = leave_group_request(self.group_id, self.member_id, reason)
-        if timeout is None:
-            timeout = self._request_timeout_ms / 1000
-        if timeout > 0:
-            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._send(request), timeout)
-        self.generation = -1
-        self.member_id = ""
+        await classic.leave(self, reason, timeout)
 
-    # -- heartbeat -------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
-        while not self._closed:
-            await asyncio.sleep(self._heartbeat_interval)
-            if not self.uses_group or self.generation < 0 or (self._rejoin and not self._revoking):
-                continue
-            if time.monotonic() - self._last_poll > self._max_poll_interval:
-                log.warning(
-                    "group %s: no getmany()/getone() for more than max_poll_interval_ms; leaving "
-                    "the group (it rejoins on the next poll)",
-                    self.group_id,
-                )
-                self._poll_expired = True
-                revoked = set(self._subs.assignment)
-                if self._h_revoked and revoked:
-                    emit(self._h_revoked, self.group_id, set(revoked))
-                if self._subs.listener is not None and revoked:
-                    await self._revoke(revoked)  # still a member: commits there work
-                self._subs.assign_from_subscription(())
-                await self._leave_group("max_poll_interval_ms exceeded")
-                continue
-            sent_generation = self.generation
-            request = heartbeat_request(
-                self.group_id,  # type: ignore[arg-type]  # only called with a group
-                generation=sent_generation,
-                member_id=self.member_id,
-                group_instance_id=self.group_instance_id,
-            )
-            try:
-                resp = await self._send(request)
-            except asyncio.CancelledError:
-                raise
-            except Errors.KafkaError as exc:
-                log.debug("heartbeat failed: %r", exc)
-                self.coordinator_id = None
-                continue
-            code = resp.error_code
-            if code == 0:
-                continue
-            if code == Errors.FencedInstanceIdError.errno:
-                self.fatal = Errors.FencedInstanceIdError(
-                    f"group_instance_id {self.group_instance_id!r} fenced"
-                )
-                self._rejoin = True
-            elif retry_action(code) is RetryAction.REJOIN:
-                token = _SENT_GENERATION.set(sent_generation)
-                try:
-                    self._membership_lost(code)
-                finally:
-                    _SENT_GENERATION.reset(token)
-            elif self._coordinator_error(code):
-                pass
-            else:
-                log.warning("heartbeat error %s", Errors.for_code(code).__name__)
+        await classic.heartbeat_loop(self)
 
     # -- commits ---------------------------------------------------------------------------
