@@ -250,8 +250,10 @@ async def one_run(bootstrap: str, client: str, how: str) -> dict[str, float | No
         await members[name].start()
 
     try:
-        for i in range(6):
-            await add(f"m{i}")
+        # the six start together, as a deployment's members do (a client whose start() waits
+        # for the first assignment would otherwise join one by one, which spreads the
+        # members' heartbeat phases and so how soon each one learns of a rebalance)
+        await asyncio.gather(*(add(f"m{i}") for i in range(6)))
         await _wait(lambda: _settled(members), "six-way split")
         await asyncio.sleep(AFTER_S)
 

@@ -45,6 +45,12 @@ SENT_GENERATION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "aiokafka_lite_sent_generation", default=None
 )
 
+#: the coordinator connection JoinGroup and SyncGroup go on: the broker holds a JoinGroup until
+#: every member has joined (up to a heartbeat interval and more), and it handles one request
+#: of a connection at a time, so on the commits' connection a commit sent meanwhile (a
+#: cooperative member keeps consuming and committing through the rebalance) would wait for it
+JOIN_CONNECTION = "group-join"
+
 #: answers that end the member's generation: a cooperative member's partitions are lost
 GENERATION_LOST = frozenset(
     {Errors.IllegalGenerationError.errno, Errors.UnknownMemberIdError.errno}
@@ -77,7 +83,9 @@ async def join(m: Coordinator, topics: frozenset[str]) -> Any:
             rebalance_timeout_ms=m._rebalance_timeout_ms,
             protocols=protocols,
         )
-        resp = await m._send(request, m._rebalance_timeout_ms + m._session_timeout_ms + 5000)
+        resp = await m._send(
+            request, m._rebalance_timeout_ms + m._session_timeout_ms + 5000, JOIN_CONNECTION
+        )
         code = resp.error_code
         if code == 0:
             m.generation = resp.generation_id
@@ -119,7 +127,7 @@ async def sync(m: Coordinator, joined: Any) -> ConsumerProtocolMemberAssignment 
         protocol_name=m.protocol,
         assignments=assignments,
     )
-    resp = await m._send(request, m._rebalance_timeout_ms + 5000)
+    resp = await m._send(request, m._rebalance_timeout_ms + 5000, JOIN_CONNECTION)
     code = resp.error_code
     if code == 0:
         return decode_assignment(resp.assignment or b"")

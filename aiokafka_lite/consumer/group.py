@@ -342,13 +342,15 @@ class Coordinator(OffsetsMixin):
         assert self.group_id is not None
         return await find_coordinator(self._client, self.group_id, 0)
 
-    async def _send(self, request: Any, timeout_ms: float | None = None) -> Any:
+    async def _send(
+        self, request: Any, timeout_ms: float | None = None, conn_group: str = "coordinator"
+    ) -> Any:
         node = await self._coordinator()
         try:
             return await self._client.send(
                 node,
                 request,
-                group="coordinator",
+                group=conn_group,
                 timeout_ms=timeout_ms or self._request_timeout_ms,
             )
         except (Errors.KafkaConnectionError, Errors.NodeNotReadyError):
