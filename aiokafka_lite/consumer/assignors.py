@@ -438,9 +438,27 @@ def rebalance_protocol(assignors: Iterable[Any]) -> str:
     when every one of them supports it, else eager (the first step of the rolling upgrade
     offers ``cooperative-sticky`` beside an eager assignor: still eager)."""
     items = list(assignors)
-    if items and all(COOPERATIVE in getattr(a, "supported_protocols", (EAGER,)) for a in items):
+    if items and all(COOPERATIVE in _protocols(a) for a in items):
         return COOPERATIVE
     return EAGER
+
+
+def _protocols(assignor: Any) -> tuple[str, ...]:
+    """The rebalance protocols an assignor declares (``supported_protocols``, a sequence or a
+    method returning one, as in kafka-python's assignors); eager when it declares none that
+    can be read (libraries pass aiokafka's assignor classes, whose method needs an instance)."""
+    declared = getattr(assignor, "supported_protocols", None)
+    if callable(declared):
+        try:
+            declared = declared()
+        except TypeError:
+            return (EAGER,)
+    if isinstance(declared, str) or declared is None:
+        return (declared,) if declared else (EAGER,)
+    try:
+        return tuple(declared)
+    except TypeError:
+        return (EAGER,)
 
 
 _BY_NAME: dict[str, type[AbstractPartitionAssignor]] = {

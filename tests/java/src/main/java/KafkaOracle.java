@@ -120,10 +120,10 @@ public final class KafkaOracle {
                 case "produce" -> produce(options);
                 case "consume" -> consume(options);
                 case "group-member" -> groupMember(options);
-                case "group-member-consumer" -> ConsumerProtocolMember.run(args); // its own file
+                case "group-member-consumer" -> runOwnFile("ConsumerProtocolMember", args);
                 case "partition-for" -> partitionFor(options);
                 case "create-topic" -> createTopic(options);
-                case "share-member" -> ShareOracle.run(args); // tests/java/.../ShareOracle.java
+                case "share-member" -> runOwnFile("ShareOracle", args);
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;
@@ -1065,6 +1065,30 @@ public final class KafkaOracle {
 
         private IllegalArgumentException error(String message) {
             return new IllegalArgumentException("bad JSON at column " + (pos + 1) + ": " + message);
+        }
+    }
+
+    /**
+     * A command in its own source file that needs a Kafka 4.x client (the share consumer,
+     * group.protocol=consumer): the pom's kafka3 profile leaves those files out of a 3.x build,
+     * so they are looked up by name here.
+     */
+    private static void runOwnFile(String className, String[] args) throws Exception {
+        Class<?> cls;
+        try {
+            cls = Class.forName(className);
+        } catch (ClassNotFoundException e) {
+            throw new UsageException(className + " needs the oracle built with a Kafka 4.x client");
+        }
+        java.lang.reflect.Method run = cls.getDeclaredMethod("run", String[].class);
+        run.setAccessible(true);
+        try {
+            run.invoke(null, (Object) args);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            if (e.getCause() instanceof Exception cause) {
+                throw cause;
+            }
+            throw e;
         }
     }
 }
