@@ -181,3 +181,24 @@ def test_properties(
     if len({tuple(v) for v in topics.values()}) == 1:  # same subscriptions: within 1
         sizes_ = [len(v) for v in final.values()]
         assert max(sizes_) - min(sizes_) <= 1
+
+
+def test_rebalance_protocol_of_assignors_declaring_protocols_as_a_method() -> None:
+    """aiokafka's (kafka-python's) assignors declare ``supported_protocols`` as a method, and
+    libraries pass the classes (taskiq-aio-kafka): such a member is eager, never a TypeError."""
+    from aiokafka_lite.consumer.assignors import (
+        CooperativeStickyAssignor,
+        RangePartitionAssignor,
+        rebalance_protocol,
+    )
+
+    class MethodStyle:
+        name = "custom"
+
+        def supported_protocols(self) -> list[str]:
+            return ["eager", "cooperative"]
+
+    assert rebalance_protocol([MethodStyle]) == "eager"  # the class: the method needs self
+    assert rebalance_protocol([MethodStyle()]) == "cooperative"
+    assert rebalance_protocol([CooperativeStickyAssignor]) == "cooperative"
+    assert rebalance_protocol([CooperativeStickyAssignor, RangePartitionAssignor]) == "eager"
