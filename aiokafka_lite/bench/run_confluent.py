@@ -19,10 +19,9 @@ __all__ = ["run"]
 _STAMP = struct.Struct(">4sQ")
 
 
-def _producer(cfg: RunConfig) -> Any:
-    from confluent_kafka import Producer
-
-    conf: dict[str, Any] = {
+def producer_conf(cfg: RunConfig) -> dict[str, Any]:
+    """librdkafka producer settings of a run (the synchronous and the asyncio API alike)."""
+    return {
         "bootstrap.servers": cfg.bootstrap,
         "acks": str(cfg.acks),
         "linger.ms": cfg.linger_ms,
@@ -32,22 +31,30 @@ def _producer(cfg: RunConfig) -> Any:
         "message.timeout.ms": 60000,
         "socket.timeout.ms": 30000,
     }
-    return Producer(conf)
+
+
+def consumer_conf(cfg: RunConfig) -> dict[str, Any]:
+    """librdkafka consumer settings of a run (a fresh group, manual assignment from 0)."""
+    return {
+        "bootstrap.servers": cfg.bootstrap,
+        "group.id": f"aiokafka-lite-bench-{time.time_ns()}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100 if cfg.kind == "roundtrip" else 500,
+        "socket.timeout.ms": 30000,
+    }
+
+
+def _producer(cfg: RunConfig) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer(producer_conf(cfg))
 
 
 def _consumer(cfg: RunConfig) -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer(
-        {
-            "bootstrap.servers": cfg.bootstrap,
-            "group.id": f"aiokafka-lite-bench-{time.time_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100 if cfg.kind == "roundtrip" else 500,
-            "socket.timeout.ms": 30000,
-        }
-    )
+    return Consumer(consumer_conf(cfg))
 
 
 def _assign_all(cfg: RunConfig, consumer: Any) -> None:

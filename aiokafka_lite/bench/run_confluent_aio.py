@@ -25,6 +25,7 @@ from typing import Any
 
 from ._shared import STAMP_TAG, Progress, key_pool, value_pool
 from .config import RunConfig
+from .run_confluent import consumer_conf, producer_conf
 
 __all__ = ["run"]
 
@@ -46,38 +47,16 @@ def run(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     return result
 
 
-def _producer_conf(cfg: RunConfig) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": cfg.bootstrap,
-        "acks": str(cfg.acks),
-        "linger.ms": cfg.linger_ms,
-        "batch.size": cfg.batch_size,
-        "compression.type": cfg.codec,
-        "enable.idempotence": False,
-        "message.timeout.ms": 60000,
-        "socket.timeout.ms": 30000,
-    }
-
-
 def _producer(cfg: RunConfig) -> Any:
     from confluent_kafka.aio import AIOProducer
 
-    return AIOProducer(_producer_conf(cfg))
+    return AIOProducer(producer_conf(cfg))
 
 
 def _consumer(cfg: RunConfig) -> Any:
     from confluent_kafka.aio import AIOConsumer
 
-    return AIOConsumer(
-        {
-            "bootstrap.servers": cfg.bootstrap,
-            "group.id": f"aiokafka-lite-bench-{time.time_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100 if cfg.kind == "roundtrip" else 500,
-            "socket.timeout.ms": 30000,
-        }
-    )
+    return AIOConsumer(consumer_conf(cfg))
 
 
 async def _assign_all(cfg: RunConfig, consumer: Any) -> None:
