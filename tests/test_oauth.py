@@ -40,9 +40,14 @@ def _b64url(data: dict[str, Any]) -> str:
 
 
 def unsecured_jws(sub: str = "alice", lifetime: float = 3600.0) -> str:
-    """An unsecured JWS (RFC 7515 ``alg: none``) as Kafka's unsecured validator accepts it."""
+    """An unsecured JWS (RFC 7515 ``alg: none``) as Kafka's unsecured validator accepts it.
+
+    ``iat`` is whole seconds, as issuers write it: Kafka's validator refuses an ``iat`` above
+    its own clock in milliseconds, so a fractional ``iat`` checked within the same millisecond
+    it was minted is refused (``invalid_token``; seen on CI)."""
     now = time.time()
-    return f"{_b64url({'alg': 'none'})}.{_b64url({'sub': sub, 'iat': now, 'exp': now + lifetime})}."
+    claims = {"sub": sub, "iat": int(now), "exp": now + lifetime}
+    return f"{_b64url({'alg': 'none'})}.{_b64url(claims)}."
 
 
 def provider_class(mod: Any) -> type:

@@ -933,8 +933,9 @@ def _unsecured_jws(sub: str = "spark", lifetime: float = 3600.0) -> str:
     def b64(doc: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
 
-    now = time.time()
-    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime})}."
+    now = time.time()  # iat in whole seconds: see test_oauth.unsecured_jws
+    claims = {"sub": sub, "iat": int(now), "exp": now + lifetime}
+    return f"{b64({'alg': 'none'})}.{b64(claims)}."
 
 
 def make_test_provider() -> Any:
