@@ -704,6 +704,24 @@ class ShareMember(GroupMember):
         self.args = _options(bootstrap=bootstrap, topic=topic, group=group, run_ms=run_ms)
 
 
+def share_group_view(
+    bootstrap: str, group: str, *, kafka_version: str | None = None
+) -> dict[str, Any]:
+    """The Java ``Admin`` client's view of share group ``group`` (``ShareAdminOracle.java``):
+    ``listed`` (every share group ``listGroups`` reports: ``group_id``, ``state``), then the
+    group's description (``state``, ``group_epoch``, ``assignment_epoch``, ``members`` sorted
+    by ``member_id``, each with ``assignment`` as sorted ``[topic, partition]`` pairs) and its
+    ``offsets`` (``topic``, ``partition``, ``start_offset``, ``leader_epoch``, ``lag``; -1 for
+    absent)."""
+    lines = _run(
+        "share-admin",
+        {"bootstrap": bootstrap, "group": group},
+        timeout=60 + JVM_SLACK,
+        kafka_version=kafka_version,
+    )
+    return lines[0]
+
+
 if __name__ == "__main__":  # `python -m tests.java_oracle build [VERSION ...]` (make jars)
     import sys
 

@@ -2,7 +2,9 @@
 
 The Java member (``tests/java/src/main/java/ShareOracle.java``, run by
 ``java_oracle.ShareMember``) and two AIOKafkaShareConsumers share one partition: every record
-is accepted exactly once overall, and both kinds of member got work.
+is accepted exactly once overall, and both kinds of member got work. The admin client's view
+of such a group (listing, description, offsets) is the Java ``Admin`` client's
+(``ShareAdminOracle.java``, run by ``java_oracle.share_group_view``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from typing import Any
 
 import java_oracle
 import pytest
@@ -90,3 +93,107 @@ async def test_java_and_lite_members_share_the_work(broker, new_topic):
     assert all(r["delivery_count"] == 1 for r in java.records)
     commits = [e for e in java.events if e["event"] == "commit"]
     assert commits and all(e["errors"] == 0 for e in commits)
+
+
+async def _lite_view(admin: AIOKafkaAdminClient, group: str) -> dict[str, Any]:
+    """aiokafka_lite's admin view of ``group`` in the shape of ``java_oracle.share_group_view``."""
+    listed = [
+        {"group_id": g.group_id, "state": g.state}
+        for g in sorted(await admin.list_share_groups(), key=lambda g: g.group_id)
+    ]
+    desc = (await admin.describe_share_groups([group]))[group]
+    assert desc.error is None, desc.error
+    offsets = await admin.list_share_group_offsets(group)
+    return {
+        "listed": listed,
+        "group_id": desc.group_id,
+        "state": desc.state,
+        "group_epoch": desc.group_epoch,
+        "assignment_epoch": desc.assignment_epoch,
+        "members": [
+            {
+                "member_id": mb.member_id,
+                "member_epoch": mb.member_epoch,
+                "client_id": mb.client_id,
+                "host": mb.client_host,
+                "rack": mb.rack_id,
+                "assignment": sorted([tp.topic, tp.partition] for tp in mb.assignment),
+            }
+            for mb in sorted(desc.members, key=lambda mb: mb.member_id)
+        ],
+        "offsets": [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "start_offset": o.start_offset,
+                "leader_epoch": o.leader_epoch,
+                "lag": o.lag,
+            }
+            for tp, o in sorted(offsets.items())
+        ],
+    }
+
+
+async def test_share_admin_agrees_with_the_java_admin(broker, new_topic):
+    """Listing, describing and the offsets of a share group of a Java and an aiokafka_lite
+    member: aiokafka_lite's admin client reports what Java's ``Admin`` reports."""
+    if broker.kind != "apache":
+        pytest.skip(f"[{broker.kind}] the Java client's reference broker is Apache Kafka")
+    await need_share_groups(broker)
+    reason = java_oracle.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    topic = await new_topic(partitions=3)
+    group = f"share-admin-java-{uuid.uuid4().hex[:8]}"
+    await configure_group(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    for p in range(3):
+        await produce_values(
+            broker.bootstrap, topic, [b"%d-%d" % (p, i) for i in range(4)], partition=p
+        )
+    lite = AIOKafkaShareConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group)
+    java = ShareMember(broker.bootstrap, topic, group, run_ms=120_000)
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    await lite.start()
+    await asyncio.to_thread(java.start)
+    try:
+        got: list[bytes] = []
+
+        async def all_read() -> bool:
+            for recs in (await lite.getmany(timeout_ms=200)).values():
+                got.extend(r.value for r in recs)
+            return len(got) + len({r["value"] for r in java.records}) >= 12
+
+        await wait_until(all_read, 60, "all 12 records read")
+        assert all(e is None for e in (await lite.commit()).values())
+
+        async def settled() -> bool:
+            await lite.getmany(timeout_ms=100)  # keeps the lite member's heartbeats answered
+            view = await _lite_view(admin, group)
+            return (
+                view["state"] == "Stable"
+                and len(view["members"]) == 2
+                and view["group_epoch"] == view["assignment_epoch"]
+                and all(mb["assignment"] for mb in view["members"])
+                and len(view["offsets"]) == 3
+                and all(o["lag"] == 0 for o in view["offsets"])
+            )
+
+        await wait_until(settled, 60, "a stable group of two members with lag 0", step=0.2)
+        # the group may still move between two looks (a heartbeat's epoch): compare a Java view
+        # with the lite views taken just before and after it
+        for _ in range(5):
+            before = await _lite_view(admin, group)
+            theirs = await asyncio.to_thread(java_oracle.share_group_view, broker.bootstrap, group)
+            after = await _lite_view(admin, group)
+            theirs["listed"] = [g for g in theirs["listed"] if g["group_id"] == group]
+            for ours in (before, after):
+                ours["listed"] = [g for g in ours["listed"] if g["group_id"] == group]
+            if theirs in (before, after):
+                break
+        assert theirs in (before, after), (theirs, before, after)
+        assert theirs["listed"] == [{"group_id": group, "state": "Stable"}]
+    finally:
+        await lite.stop()
+        await asyncio.to_thread(java.stop)
+        await admin.close()

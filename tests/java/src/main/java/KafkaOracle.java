@@ -92,7 +92,10 @@ public final class KafkaOracle {
         "",
         "  create-topic --bootstrap H:P --topic T [--partitions N] [--replication-factor N]",
         "          [--config k=v,k=v] [--if-not-exists true|false]",
-        "      stdout: {\"topic\": T, \"created\": true|false}");
+        "      stdout: {\"topic\": T, \"created\": true|false}",
+        "",
+        "  (Kafka 4.x builds) group-member-consumer, share-member, share-admin: see",
+        "      ConsumerProtocolMember.java, ShareOracle.java and ShareAdminOracle.java");
 
     /** stdout as UTF-8 (only ASCII is written: {@link #json} escapes everything else). */
     private static final PrintStream OUT =
@@ -124,6 +127,7 @@ public final class KafkaOracle {
                 case "partition-for" -> partitionFor(options);
                 case "create-topic" -> createTopic(options);
                 case "share-member" -> runOwnFile("ShareOracle", args);
+                case "share-admin" -> runOwnFile("ShareAdminOracle", args);
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;
