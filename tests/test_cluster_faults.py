@@ -23,9 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from cluster_helpers import (
+    REQUEST_TIMEOUT_MS,
+    create_topic,
+    leader_of,
+    new_group,
+    wait_until,
+)
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka_lite.consumer import AIOKafkaConsumer
 from aiokafka_lite.ops.groups import find_coordinator
 from aiokafka_lite.producer import AIOKafkaProducer
@@ -33,84 +39,10 @@ from aiokafka_lite.structs import TopicPartition
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(150)]
 
-#: small client timeouts: a dead or paused node is noticed in seconds
-REQUEST_TIMEOUT_MS = 3000
 DELIVERY_TIMEOUT_MS = 30000
 
 
 # ---- helpers -------------------------------------------------------------------------------
-
-
-async def _wait_until(what: str, cond: Callable[[], Any], timeout: float) -> None:
-    """Poll the (sync or async) ``cond`` until truthy; AssertionError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        res = cond()
-        if asyncio.iscoroutine(res):
-            res = await res
-        if res:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
-async def _describe(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
-    await admin.start()
-    try:
-        described = await admin.describe_topics([topic])
-        return list(described[0]["partitions"]) if described else []
-    finally:
-        await admin.close()
-
-
-async def _create_topic(bootstrap: str, partitions: int, leader: int | None = None) -> str:
-    """A replicated topic (rf 3, min.insync.replicas 2) whose partitions all have 3 in-sync
-    replicas and a leader; ``leader``: the node to lead partition 0."""
-    topic = f"cluster-{uuid.uuid4().hex[:10]}"
-    configs = {"min.insync.replicas": "2"}
-    if leader is None:
-        new = NewTopic(topic, partitions, 3, topic_configs=configs)
-    else:  # preferred leaders: partition p on node leader + p (1-based, modulo 3)
-        firsts = [(leader - 1 + p) % 3 + 1 for p in range(partitions)]
-        assignment = {p: [f, f % 3 + 1, (f + 1) % 3 + 1] for p, f in enumerate(firsts)}
-        new = NewTopic(topic, -1, -1, assignment, configs)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([new])
-    finally:
-        await admin.close()
-
-    async def healthy() -> bool:
-        parts = await _describe(bootstrap, topic)
-        return (
-            len(parts) == partitions
-            and all(p["leader"] >= 0 and len(p["isr"]) == 3 for p in parts)
-            and (
-                leader is None or any(p["partition"] == 0 and p["leader"] == leader for p in parts)
-            )
-        )
-
-    await _wait_until(f"{topic}: leaders and 3 in-sync replicas", healthy, 60)
-    return topic
-
-
-async def _leader(bootstrap: str, topic: str, partition: int) -> int:
-    parts = await _describe(bootstrap, topic)
-    return int(next(p["leader"] for p in parts if p["partition"] == partition))
-
-
-async def _new_group(bootstrap: str) -> tuple[str, int]:
-    """A fresh group id and the node that coordinates it."""
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        return group, await admin.find_coordinator(group)
-    finally:
-        await admin.close()
 
 
 async def _read_all(
@@ -164,7 +96,7 @@ async def test_idempotent_order_on_fresh_connections(apache_cluster: Any) -> Non
     any order; the broker accepted a later sequence first and the log came out reordered."""
     bootstrap = apache_cluster.bootstrap
     partitions = 3
-    topic = await _create_topic(bootstrap, partitions)
+    topic = await create_topic(bootstrap, partitions)
     for _round in range(2):  # each producer connects afresh to the three leaders
         producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5
@@ -195,8 +127,8 @@ async def test_kill_leader_during_idempotent_flood(
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     partitions = 3
-    topic = await _create_topic(bootstrap, partitions)
-    victim = await _leader(bootstrap, topic, 0)
+    topic = await create_topic(bootstrap, partitions)
+    victim = await leader_of(bootstrap, topic, 0)
     delivery_timeout_ms = 6000
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -278,7 +210,7 @@ async def test_kill_leader_during_idempotent_flood(
             asyncio.gather(*futures, return_exceptions=True), delivery_timeout_ms / 1000 + 15
         )
         end = (await tail.end_offsets([tp0]))[tp0]
-        await _wait_until("the tail consumer to read partition 0", lambda: tailed_to(end), 60)
+        await wait_until("the tail consumer to read partition 0", lambda: tailed_to(end), 60)
     finally:
         follower.cancel()
         await asyncio.wait([follower], timeout=10)
@@ -318,8 +250,8 @@ async def test_controlled_shutdown_of_leader_producer_and_group_move(
     bootstrap = apache_cluster.bootstrap
     partitions = 2
     # the stopped node leads partition 0 and coordinates the group
-    group, victim = await _new_group(bootstrap)
-    topic = await _create_topic(bootstrap, partitions, leader=victim)
+    group, victim = await new_group(bootstrap)
+    topic = await create_topic(bootstrap, partitions, leader=victim)
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -369,21 +301,21 @@ async def test_controlled_shutdown_of_leader_producer_and_group_move(
 
     tasks = [asyncio.create_task(produce()), asyncio.create_task(consume())]
     try:
-        await _wait_until("records consumed before the shutdown", lambda: len(seen) >= 50, 60)
+        await wait_until("records consumed before the shutdown", lambda: len(seen) >= 50, 60)
         stopped_at = time.monotonic()
         await asyncio.to_thread(cluster.node(victim).stop)
         mark = len(acked)
-        await _wait_until("acked sends after the shutdown", lambda: len(acked) >= mark + 50, 60)
-        await _wait_until("an acked send to partition 0", lambda: bool(first_after), 60)
+        await wait_until("acked sends after the shutdown", lambda: len(acked) >= mark + 50, 60)
+        await wait_until("an acked send to partition 0", lambda: bool(first_after), 60)
         _report(
             record_property, "controlled_shutdown_time_to_recover_s", first_after[0] - stopped_at
         )
-        await _wait_until("the group to read every acked record", lambda: acked <= set(seen), 60)
+        await wait_until("the group to read every acked record", lambda: acked <= set(seen), 60)
         await asyncio.to_thread(cluster.node(victim).start)
         await asyncio.to_thread(cluster.wait_ready)
         mark = len(acked)
-        await _wait_until("acked sends after the restart", lambda: len(acked) >= mark + 20, 60)
-        await _wait_until("the group to read them", lambda: acked <= set(seen), 60)
+        await wait_until("acked sends after the restart", lambda: len(acked) >= mark + 20, 60)
+        await wait_until("the group to read them", lambda: acked <= set(seen), 60)
     finally:
         stop_flag.set()
         done, pending = await asyncio.wait(tasks, timeout=30)
@@ -406,8 +338,8 @@ async def test_paused_leader_no_hang_no_loss_group_resumes_from_commits(
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     # the paused node leads the partition and coordinates the group
-    group, victim = await _new_group(bootstrap)
-    topic = await _create_topic(bootstrap, 1, leader=victim)
+    group, victim = await new_group(bootstrap)
+    topic = await create_topic(bootstrap, 1, leader=victim)
     tp = TopicPartition(topic, 0)
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -471,16 +403,16 @@ async def test_paused_leader_no_hang_no_loss_group_resumes_from_commits(
 
     tasks = [asyncio.create_task(produce()), asyncio.create_task(consume())]
     try:
-        await _wait_until("records consumed before the pause", lambda: len(processed) >= 30, 60)
+        await wait_until("records consumed before the pause", lambda: len(processed) >= 30, 60)
         paused_at = time.monotonic()
         cluster.node(victim).pause()
         # longer than request_timeout_ms: requests to the paused node time out
         await asyncio.sleep(REQUEST_TIMEOUT_MS / 1000 * 2)
         cluster.node(victim).resume()
         resumed_mark = len(acked)
-        await _wait_until("acked sends after resume", lambda: len(acked) >= resumed_mark + 30, 60)
+        await wait_until("acked sends after resume", lambda: len(acked) >= resumed_mark + 30, 60)
         _report(record_property, "pause_time_to_first_send_s", first_after[0] - paused_at)
-        await _wait_until(
+        await wait_until(
             "the group to process every acked record",
             lambda: set(acked.values()) <= set(processed),
             60,
@@ -518,7 +450,7 @@ async def test_transaction_coordinator_killed_mid_transaction(
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     partitions = 2
-    topic = await _create_topic(bootstrap, partitions)
+    topic = await create_topic(bootstrap, partitions)
     txn_id = f"txn-{uuid.uuid4().hex[:8]}"
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -583,7 +515,7 @@ async def test_transaction_coordinator_killed_during_commit(
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     partitions = 2
-    topic = await _create_topic(bootstrap, partitions)
+    topic = await create_topic(bootstrap, partitions)
     txn_id = f"txn-{uuid.uuid4().hex[:8]}"
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -660,7 +592,7 @@ async def test_whole_cluster_paused_send_blocks_on_bytes_then_delivers_once_in_o
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     partitions = 2
-    topic = await _create_topic(bootstrap, partitions)
+    topic = await create_topic(bootstrap, partitions)
     batch_size = 4096
     # a few batches stay partly filled: up to max_in_flight requests written before the
     # outage was noticed, and one open batch per partition
@@ -696,7 +628,7 @@ async def test_whole_cluster_paused_send_blocks_on_bytes_then_delivers_once_in_o
             # for a retry, nothing is in flight); bounded apart from what is asserted
             handles.append(await producer.send(topic, b"v-0".ljust(value_size, b".")))
             accepted.append(0)
-            await _wait_until("a Produce request timed out", lambda: failures.failed > 0, 30)
+            await wait_until("a Produce request timed out", lambda: failures.failed > 0, 30)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 60
             while True:
