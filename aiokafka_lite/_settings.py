@@ -1,15 +1,16 @@
 """One value for the settings a facade gives its :class:`~aiokafka_lite.client.KafkaClient`.
 
-The producer, the consumer and the admin client take the same dozen connection keyword
-arguments (aiokafka's signatures); each facade builds one :class:`ClientSettings` from them once
-and makes every client it needs from it (the consumer also makes a short-lived one for a
-``commit()`` after ``stop()``), so the list of what reaches the client is written once, here.
+The producer, the consumer, the share consumer and the admin client take the same dozen connection keyword
+arguments (aiokafka's signatures); each facade builds one :class:`ClientSettings` from them once,
+with :meth:`ClientSettings.of` over its constructor's arguments, and makes every client it needs
+from it (the consumer also makes a short-lived one for a ``commit()`` after ``stop()``), so the
+list of what reaches the client is written once, here.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -37,6 +38,13 @@ class ClientSettings:
     sasl_kerberos_service_name: str = "kafka"
     sasl_kerberos_domain_name: str | None = None
     allow_auto_topic_creation: bool = True
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any], **overrides: Any) -> ClientSettings:
+        """The settings found by name among a facade's constructor ``arguments`` (its
+        ``locals()``), then ``overrides`` (a setting the facade names differently or fixes)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**({k: v for k, v in arguments.items() if k in names} | overrides))
 
     def new_client(self, hooks: Any = None) -> KafkaClient:
         """A new (not started) :class:`KafkaClient` with these settings, reporting to

@@ -80,23 +80,8 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
                 stacklevel=2,
             )
         self._request_timeout_ms = request_timeout_ms
-        self._settings = ClientSettings(
-            bootstrap_servers=bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            connections_max_idle_ms=connections_max_idle_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            security_protocol=security_protocol,
-            ssl_context=ssl_context,
-            sasl_mechanism=sasl_mechanism,
-            sasl_plain_username=sasl_plain_username,
-            sasl_plain_password=sasl_plain_password,
-            sasl_oauth_token_provider=sasl_oauth_token_provider,
-            sasl_kerberos_service_name=sasl_kerberos_service_name,
-            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
-            allow_auto_topic_creation=False,  # looking at a topic must never create it
-        )
+        # looking at a topic must never create it
+        self._settings = ClientSettings.of(locals(), allow_auto_topic_creation=False)
         self._client = self._settings.new_client()
         self._started = False
         self._closed = False

@@ -156,22 +156,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         #: on_consume hooks: called for every record handed out
         self._h_consume = self._hooks.on_consume
         # kept for commit() after stop(), which commits through a new client of these settings
-        self._settings = ClientSettings(
-            bootstrap_servers=bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            connections_max_idle_ms=connections_max_idle_ms,
-            security_protocol=security_protocol,
-            ssl_context=ssl_context,
-            sasl_mechanism=sasl_mechanism,
-            sasl_plain_username=sasl_plain_username,
-            sasl_plain_password=sasl_plain_password,
-            sasl_oauth_token_provider=sasl_oauth_token_provider,
-            sasl_kerberos_service_name=sasl_kerberos_service_name,
-            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
-            allow_auto_topic_creation=allow_auto_create_topics,
+        self._settings = ClientSettings.of(
+            locals(), allow_auto_topic_creation=allow_auto_create_topics
         )
         self._client = self._settings.new_client(self._hooks)
         self._group_id = group_id

@@ -137,22 +137,7 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         )
         #: on_send hooks: while there are any, every send() takes _send (see _update_gate)
         self._h_send = self._hooks.on_send
-        self._settings = ClientSettings(
-            bootstrap_servers=bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            connections_max_idle_ms=connections_max_idle_ms,
-            security_protocol=security_protocol,
-            ssl_context=ssl_context,
-            sasl_mechanism=sasl_mechanism,
-            sasl_plain_username=sasl_plain_username,
-            sasl_plain_password=sasl_plain_password,
-            sasl_oauth_token_provider=sasl_oauth_token_provider,
-            sasl_kerberos_service_name=sasl_kerberos_service_name,
-            sasl_kerberos_domain_name=sasl_kerberos_domain_name,
-        )
+        self._settings = ClientSettings.of(locals())
         self.client = self._settings.new_client(self._hooks)
         self._acks = acks
         self._key_serializer = key_serializer
