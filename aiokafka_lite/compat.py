@@ -90,6 +90,20 @@ _ALIAS_MODULES: dict[str, dict[str, str]] = {
         "MetadataRequest": "aiokafka_lite.compat:MetadataRequest",
         "MetadataRequest_v5": "aiokafka_lite.compat:MetadataRequest",
     },
+    # the module-level imports of aiokafka's own test modules (test_consumer decodes Fetch
+    # answers with MemoryRecords, test_producer compares API keys with ProduceResponse_vN,
+    # test_transactional_producer reads producer._txn_manager.state): every versioned name
+    # is the one generated message class (API_KEY, isinstance), not aiokafka's struct
+    "aiokafka.record": {"MemoryRecords": "aiokafka_lite.records.memory:MemoryRecords"},
+    "aiokafka.protocol.produce": {
+        f"Produce{kind}{suffix}": f"aiokafka_lite.protocol.messages:Produce{kind}"
+        for kind in ("Request", "Response")
+        for suffix in ("", *(f"_v{v}" for v in range(9)))
+    },
+    "aiokafka.producer.transaction_manager": {
+        "TransactionManager": "aiokafka_lite.producer.transaction:TransactionManager",
+        "TransactionState": "aiokafka_lite.producer.transaction:TxnState",
+    },
     "aiokafka.coordinator": {},
     "aiokafka.coordinator.protocol": {
         "ConsumerProtocolMemberMetadata": f"{_ASSIGNORS}:ConsumerProtocolMemberMetadata",

@@ -41,6 +41,9 @@ _MAX_EPOCH = 32767
 
 
 class TxnState(enum.Enum):
+    """The transaction state (``aiokafka.producer.transaction_manager.TransactionState`` under
+    ``install_as_aiokafka()``, whose names for the two ending states are aliases here)."""
+
     UNINITIALIZED = "uninitialized"
     READY = "ready"
     IN_TRANSACTION = "in_transaction"
@@ -48,6 +51,8 @@ class TxnState(enum.Enum):
     ABORTING = "aborting"
     ABORTABLE_ERROR = "abortable_error"
     FATAL_ERROR = "fatal_error"
+    COMMITTING_TRANSACTION = "committing"  # aiokafka's names: the same members
+    ABORTING_TRANSACTION = "aborting"
 
 
 class TransactionManager:

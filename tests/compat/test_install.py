@@ -101,6 +101,12 @@ NOT_API = {
         "TopicPartitionState",
     },
     "aiokafka.producer.message_accumulator": {"MessageAccumulator", "MessageBatch"},
+    # the state enum and the manager are provided (aiokafka's own tests read the state)
+    "aiokafka.producer.transaction_manager": {
+        "PidAndEpoch",
+        "SubscriptionType",
+        "TransactionResult",
+    },
     # only MetadataRequest (ddtrace sends one); aiokafka's per-version structs are its codec
     "aiokafka.protocol.metadata": {
         *(f"MetadataRequest_v{v}" for v in range(5)),
