@@ -92,6 +92,36 @@ async def test_commit_and_abort(kafka_bootstrap: str, new_topic, broker: Any) ->
     assert visible == [b"committed-%d" % i for i in range(5)] + [b"committed-last"]
 
 
+async def test_cancelled_commit_goes_on_and_stop_lets_it_finish(
+    kafka_bootstrap: str, new_topic, broker: Any
+) -> None:
+    """A cancel of ``commit_transaction()``'s caller (``asyncio.wait_for`` timing out ...)
+    does not cancel the commit (as aiokafka); a ``stop()`` right after it waits for the
+    commit instead of leaving its task behind: the records are committed."""
+    pytest.importorskip("confluent_kafka")
+    if broker.kind == "tansu":
+        pytest.skip("[tansu] Tansu does not filter aborted records for read_committed")
+    topic = await new_topic(partitions=1)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka_bootstrap, transactional_id=f"txn-{uuid.uuid4().hex[:8]}"
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send(topic, b"committed-by-a-cancelled-call")
+        task = asyncio.ensure_future(producer.commit_transaction())
+        await asyncio.sleep(0)  # the commit starts, then its caller is cancelled
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await producer.stop()
+    visible = await asyncio.to_thread(
+        _consume_confluent, kafka_bootstrap, topic, "read_committed", 1
+    )
+    assert visible == [b"committed-by-a-cancelled-call"]
+
+
 async def test_send_offsets_to_transaction(kafka_bootstrap: str, new_topic) -> None:
     topic = await new_topic(partitions=1)
     group = f"g-{uuid.uuid4().hex[:8]}"

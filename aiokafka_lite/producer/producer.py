@@ -257,9 +257,15 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         closed = Errors.ProducerClosed("producer is stopping")
         self._acc.close(closed)
         if self._started:
+            started = time.monotonic()
             try:
                 await self._sender.close(
                     self._delivery_timeout_ms / 1000 if timeout is None else timeout
+                )
+                await self._wait_ending(
+                    self.client.request_timeout_ms / 1000
+                    if timeout is None
+                    else max(0.0, timeout - (time.monotonic() - started))
                 )
             finally:
                 await self.client.close()

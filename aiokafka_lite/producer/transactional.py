@@ -10,7 +10,8 @@ the transaction state) and waits for the transaction's records through the accum
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiokafka_lite import errors as Errors
@@ -24,8 +25,17 @@ if TYPE_CHECKING:
 __all__ = ["TransactionContext", "TransactionsMixin"]
 
 
+def _retrieve(task: asyncio.Future[None]) -> None:
+    """Mark a commit or abort task's outcome seen (its caller may have stopped waiting)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class TransactionsMixin:
     """The transaction calls (mixed into the producer)."""
+
+    #: the commit or abort task last started (see _ending)
+    _txn_ending: asyncio.Future[None] | None = None
 
     if TYPE_CHECKING:  # the producer's, set in its constructor
         _txn: TransactionManager | None
@@ -43,13 +53,18 @@ class TransactionsMixin:
         return txn
 
     async def begin_transaction(self) -> None:
-        """Start a transaction (requires ``transactional_id``)."""
+        """Start a transaction (requires ``transactional_id``). Waiting for the producer id
+        is shielded: cancelling this call before the transaction began starts none."""
         txn = self._transactional()
-        await txn.init_producer_id()
+        await asyncio.shield(txn.init_producer_id())
         txn.begin()
 
     async def commit_transaction(self) -> None:
-        """Deliver every record of the transaction, then commit it (EndTxn)."""
+        """Deliver every record of the transaction, then commit it (EndTxn).
+
+        The commit runs in its own task: a cancelled caller stops waiting, the commit goes on
+        (the state is ``COMMITTING`` until the broker answered, then ``READY``, or the
+        error's), as aiokafka's does."""
         txn = self._transactional()
         if txn.state is TxnState.ABORTABLE_ERROR:
             assert txn.error is not None
@@ -58,9 +73,12 @@ class TransactionsMixin:
             raise Errors.IllegalOperation(f"cannot commit in state {txn.state.value}")
         txn.state = TxnState.COMMITTING
         self._sender.wakeup()
+        await self._ending(self._commit(txn))
+
+    async def _commit(self, txn: TransactionManager) -> None:
         try:
             await self._acc.flush(self._delivery_timeout_ms / 1000)
-        except BaseException as exc:
+        except Exception as exc:
             txn.set_error(exc)
             raise
         if txn.state is not TxnState.COMMITTING:  # a batch failed meanwhile
@@ -70,7 +88,8 @@ class TransactionsMixin:
         await txn.end(commit=True)
 
     async def abort_transaction(self) -> None:
-        """Abort the current transaction: unsent records fail, sent ones are discarded."""
+        """Abort the current transaction: unsent records fail, sent ones are discarded.
+        Like a commit, the abort goes on when its caller is cancelled."""
         txn = self._transactional()
         if txn.state not in (
             TxnState.IN_TRANSACTION,
@@ -82,11 +101,31 @@ class TransactionsMixin:
         self._acc.abort_undrained(
             Errors.KafkaError("transaction aborted before the record was sent")
         )
+        await self._ending(self._abort(txn))
+
+    async def _abort(self, txn: TransactionManager) -> None:
         # wait for what is already in flight
         await self._acc.flush(self._delivery_timeout_ms / 1000)
         await txn.end(commit=False)
         if txn.needs_bump:  # a failed batch left a sequence gap: continue on a new epoch
             await txn.bump_epoch()
+
+    async def _ending(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a commit's or abort's ``work`` in a task of its own and wait for it: a
+        cancelled caller gets CancelledError while the work goes on; its outcome is then in
+        the transaction state (an error is kept there: the task's exception is retrieved)."""
+        task = self._txn_ending = asyncio.ensure_future(work)
+        task.add_done_callback(_retrieve)
+        await asyncio.shield(task)
+
+    async def _wait_ending(self, timeout: float) -> None:
+        """At ``stop()``: give a commit or abort whose caller stopped waiting up to
+        ``timeout`` seconds to finish, then cancel it (the transaction stays open on the
+        broker, which aborts it after ``transaction_timeout_ms``)."""
+        task = self._txn_ending
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=timeout)
+            task.cancel()
 
     def transaction(self) -> TransactionContext:
         """``async with producer.transaction():`` commits on success, aborts on error."""

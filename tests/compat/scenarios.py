@@ -577,6 +577,56 @@ async def producer_fenced(ctx: Any) -> Any:
     return out
 
 
+async def transaction_cancelled_calls(ctx: Any) -> Any:
+    """Transaction calls whose caller is cancelled one loop turn in: a begin that had not run
+    starts nothing; a commit or an abort goes on (the caller only stops waiting), its outcome
+    reaches the broker and the producer is ready for the next transaction."""
+    topic = await ctx.topic(1)
+    out: dict[str, Any] = {}
+
+    async def cancelled(aw: Any) -> str:
+        task = asyncio.ensure_future(aw)
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "completed"
+
+    async def begin_when_ready() -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while True:  # a commit or abort still finishing refuses a new begin meanwhile
+            seen = await ctx.outcome(p.begin_transaction())
+            if "ok" in seen or loop.time() > deadline:
+                return seen
+            await asyncio.sleep(0.05)
+
+    async with AIOKafkaProducer(
+        bootstrap_servers=ctx.bootstrap, transactional_id=ctx.name("txn")
+    ) as p:
+        out["begin"] = await cancelled(p.begin_transaction())
+        out["begin_after"] = await ctx.outcome(p.begin_transaction())
+        await p.send_and_wait(topic, b"committed-1")
+        out["commit"] = await cancelled(p.commit_transaction())
+        out["begin_after_commit"] = await begin_when_ready()
+        await p.send_and_wait(topic, b"aborted")
+        out["abort"] = await cancelled(p.abort_transaction())
+        out["begin_after_abort"] = await begin_when_ready()
+        await p.send_and_wait(topic, b"committed-2")
+        await p.commit_transaction()
+    tp = TopicPartition(topic, 0)
+    async with AIOKafkaConsumer(
+        bootstrap_servers=ctx.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+    ) as c:
+        c.assign([tp])
+        out["read_committed"] = [r.value for r in await _collect(c, 2)]
+    return out
+
+
 async def transaction_send_offsets(ctx: Any) -> Any:
     src = await ctx.topic(1)
     dst = await ctx.topic(1)

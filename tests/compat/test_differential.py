@@ -89,6 +89,7 @@ BROKER_GAPS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "producer_fenced": (("tansu", "noida"), "embedded brokers do not fence producers"),
     "transaction_send_offsets": (("tansu",), "Tansu transactions are partial"),
+    "transaction_cancelled_calls": (("tansu",), "Tansu does not filter aborted records"),
     "transactions_public_api": (("tansu", "noida"), "embedded brokers do not fence producers"),
 }
 
