@@ -376,8 +376,8 @@ def decode_records(
     end = len(data)
     if count * _MIN_RECORD > end:
         raise CorruptRecordException(f"record count {count} does not fit in {end} bytes of records")
-    out: list[Any] = []
-    add = out.append
+    out: list[Any] = [None] * count
+    k = 0
     zz = _ZZ
     slow = _varint
     new = object.__new__
@@ -482,7 +482,8 @@ def decode_records(
             if offset < min_offset:
                 continue
             if cls is None:
-                add((offset, ts, key, value, headers or []))
+                out[k] = (offset, ts, key, value, headers or [])
+                k += 1
                 continue
             r = new(cls)
             r.topic = topic
@@ -496,13 +497,15 @@ def decode_records(
             r.serialized_key_size = ksize
             r.serialized_value_size = vsize
             r.headers = headers
-            add(r)
+            out[k] = r
+            k += 1
     except IndexError:
         raise CorruptRecordException("record data truncated inside a complete batch") from None
     if i != end:
         raise CorruptRecordException(
             f"{end - i} unexpected bytes after the last record of the batch"
         )
+    del out[k:]
     return out
 
 
