@@ -531,41 +531,48 @@ def _decode_headers(
     data: bytes, i: int, rec_end: int
 ) -> tuple[list[tuple[str, bytes | None]], int]:
     """Header count and headers at ``i``, each field checked against ``rec_end``."""
-    u, i = _uvarint(data, i)
-    n = (u >> 1) ^ -(u & 1)
+    zz = _ZZ
+    b = data[i]
+    if b < 0x80:
+        n = zz[b]
+        i += 1
+    else:
+        n, i = _varint(data, i)
     if n < 0 or n * 2 > rec_end - i:
         raise CorruptRecordException(f"invalid header count {n}")
     headers: list[tuple[str, bytes | None]] = []
-    add = headers.append
-    for _ in range(n):
-        u = data[i]
-        if u < 0x80:
+    while n:
+        n -= 1
+        b = data[i]
+        if b < 0x80:
+            size = zz[b]
             i += 1
         else:
-            u, i = _uvarint(data, i)
-        if u & 1:
+            size, i = _varint(data, i)
+        if size < 0:
             raise CorruptRecordException("negative header key length")
-        j = i + (u >> 1)
+        j = i + size
         if j > rec_end:
             raise CorruptRecordException("header key runs past the end of the record")
         try:
             hkey = data[i:j].decode()
         except UnicodeDecodeError:
             raise CorruptRecordException("header key is not valid UTF-8") from None
-        u = data[j]
-        if u < 0x80:
+        b = data[j]
+        if b < 0x80:
+            size = zz[b]
             i = j + 1
         else:
-            u, i = _uvarint(data, j)
-        if u == 1:
-            add((hkey, None))
-            continue
-        if u & 1:
+            size, i = _varint(data, j)
+        if size < 0:
+            if size == -1:
+                headers.append((hkey, None))
+                continue
             raise CorruptRecordException("negative header value length")
-        j = i + (u >> 1)
+        j = i + size
         if j > rec_end:
             raise CorruptRecordException("header value runs past the end of the record")
-        add((hkey, data[i:j]))
+        headers.append((hkey, data[i:j]))
         i = j
     return headers, i
 
