@@ -183,7 +183,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         # records, so a huge buffered response never holds the event loop for long, and the
         # records an application holds between two calls stay below CPython's gen-0 threshold
         # (700 new objects): with 2048 per call a consume spent 0.16 of 1.04 us per record
-        # in the garbage collector, promoting live records to older generations; with 500, none
+        # in the garbage collector, promoting live records to older generations; with 500,
+        # none when the caller keeps no new objects per record (benchmarks/README.md)
         self._max_poll_records = max_poll_records or _BULK_LIMIT
         self._consumer_timeout = consumer_timeout_ms / 1000
         self._request_timeout_ms = request_timeout_ms
