@@ -115,13 +115,13 @@ def ours_read_records(buf: bytes) -> Callable[[], int]:
 
 
 def ours_read_consumer(buf: bytes) -> Callable[[], int]:
-    """The consumer's path: each v2 batch straight into ConsumerRecords (``make_records``)."""
+    """The consumer's path: each v2 batch straight into ConsumerRecords (``new_records``)."""
     from aiokafka_lite.structs import ConsumerRecord
 
     def run() -> int:
         n = 0
         for batch in iter_batches(buf):
-            n += len(batch.make_records(ConsumerRecord, "topic", 0))  # type: ignore[union-attr]
+            n += len(batch.new_records(ConsumerRecord, "topic", 0))  # type: ignore[union-attr]
         return n
 
     return run

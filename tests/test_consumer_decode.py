@@ -141,3 +141,34 @@ def test_legacy_batches_are_left_to_the_reader() -> None:
     data = struct.pack(">qi", 5, len(msg)) + msg
     (batch,) = list(iter_batches(data))
     assert batch_to_records(batch, "t", 0, 0, ConsumerRecord) is None
+
+
+def test_records_equal_those_the_class_call_builds() -> None:
+    """``new_records`` skips ConsumerRecord's ``__init__`` call: the records must be
+    indistinguishable from ``ConsumerRecord(*fields)`` (type, equality, repr, fields, no
+    instance dict until an attribute is attached, pickling, copying)."""
+    import copy
+    import dataclasses
+    import pickle
+
+    rnd = random.Random(7)
+    data = make_batch(rnd, codec=0)
+    (batch,) = list(iter_batches(data))
+    got = batch_to_records(batch, "t", 3, 0, ConsumerRecord)
+    assert got
+    for rec in got:
+        fields = [getattr(rec, f.name) for f in dataclasses.fields(ConsumerRecord)]
+        built = ConsumerRecord(*fields)
+        assert type(rec) is ConsumerRecord
+        assert rec == built and built == rec
+        assert repr(rec) == repr(built)
+        assert dataclasses.astuple(rec) == dataclasses.astuple(built)
+        assert dataclasses.asdict(rec) == dataclasses.asdict(built)
+        assert not hasattr(rec, "__dict__") or not rec.__dict__
+        assert pickle.loads(pickle.dumps(rec)) == built
+        assert copy.copy(rec) == built and copy.deepcopy(rec) == built
+    rec = got[0]
+    rec.consumer = "attached"  # type: ignore[attr-defined]  # FastStream does this
+    assert rec.__dict__ == {"consumer": "attached"}
+    rec.value = b"changed"  # records stay mutable, as aiokafka's dataclass
+    assert rec.value == b"changed"

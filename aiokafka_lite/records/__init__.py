@@ -19,7 +19,7 @@ Consuming::
         for offset, timestamp, key, value, headers in batch.record_tuples():
             ...
         # or, for a v2 RecordBatch, build the caller's records in the same single pass:
-        records = batch.make_records(ConsumerRecord, topic, partition, min_offset=position)
+        records = batch.new_records(ConsumerRecord, topic, partition, min_offset=position)
 
 Errors: ``CorruptRecordException`` for malformed or oversized data,
 ``UnsupportedCodecError`` for an unknown codec id.  Nothing here does I/O.

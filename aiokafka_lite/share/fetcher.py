@@ -274,7 +274,7 @@ class ShareFetcher:
                 if batch.last_offset < lo or batch.is_control:
                     continue
                 if type(batch) is RecordBatch:
-                    recs = batch.make_records(ShareConsumerRecord, topic, partition, lo)
+                    recs = batch.new_records(ShareConsumerRecord, topic, partition, lo)
                 else:
                     recs = _legacy(batch, topic, partition, lo)
                 for r in recs:
