@@ -295,6 +295,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             if args.clients and client not in args.clients.split(","):
                 continue
+            if args.protocols and not any(w in label for w in args.protocols.split(",")):
+                continue
             runs = [await one_run(bootstrap, client, how) for _ in range(args.rounds)]
             row: dict[str, Any] = {"runs": runs}
             for event in ("leave", "join"):
@@ -325,6 +327,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--clients", default="", help="comma list of aiokafka_lite, aiokafka, java (default: all)"
+    )
+    parser.add_argument(
+        "--protocols",
+        default="",
+        help="comma list of words a row's protocol must contain, e.g. eager (default: all)",
     )
     parser.add_argument("--json", default=None, metavar="FILE")
     return parser.parse_args(argv)
