@@ -8,6 +8,9 @@ from the commit's answer as well as from its heartbeat). Two events are timed:
 
 * **leave**: one of the six leaves (closes, so it sends LeaveGroup / a leave heartbeat);
 * **join**: (after a replacement brought the group back to six) a seventh member joins.
+  The replacement starts a different delay after the leave in each round (``replacement_delay``,
+  the same for every client), so the rounds sample its heartbeat phase relative to the members
+  that stayed: an eager member that keeps a phase of its own delays the whole group's rejoin.
 
 For each member that keeps at least one partition through the event, its pause is the longest
 gap between two records it read from the partitions it kept, from the event until the group has
@@ -44,6 +47,8 @@ PARTITIONS = 12
 RATE = 240.0
 SETTLE_S = 120.0
 AFTER_S = 2.0
+#: the default heartbeat interval of every client here (heartbeat.interval.ms)
+HEARTBEAT_S = 3.0
 #: a commit refused because the group is rebalancing (aiokafka's and aiokafka_lite's names)
 _COMMIT_ERRORS = {
     "CommitFailedError",
@@ -224,7 +229,17 @@ async def _event(members: dict[str, Any], reads: Reads, change: Callable[[], Any
     return max(pauses) if pauses else None
 
 
-async def one_run(bootstrap: str, client: str, how: str) -> dict[str, float | None]:
+def replacement_delay(round_index: int) -> float:
+    """How long after the leave settled the replacement starts in round ``round_index``: spread
+    over a heartbeat interval (0, 1.85, 0.71, 2.56 ... s), the same for every client, as a
+    replacement starts at any moment: it samples the heartbeat phase the replacement takes
+    relative to the members that stayed."""
+    return HEARTBEAT_S * ((round_index * 0.618) % 1.0)
+
+
+async def one_run(
+    bootstrap: str, client: str, how: str, delay: float = 0.0
+) -> dict[str, float | None]:
     topic = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
     group = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
     async with AIOKafkaAdminClient(bootstrap_servers=bootstrap) as admin:
@@ -261,6 +276,7 @@ async def one_run(bootstrap: str, client: str, how: str) -> dict[str, float | No
             await members.pop("m0").stop()
 
         out = {"leave": await _event(members, reads, leave)}
+        await asyncio.sleep(delay)
         await add("m6")  # back to six
         await _wait(lambda: _settled(members), "six-way split again")
         await asyncio.sleep(AFTER_S)
@@ -295,7 +311,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             if args.clients and client not in args.clients.split(","):
                 continue
-            runs = [await one_run(bootstrap, client, how) for _ in range(args.rounds)]
+            if args.protocols and not any(w in label for w in args.protocols.split(",")):
+                continue
+            runs = [
+                await one_run(bootstrap, client, how, replacement_delay(i))
+                for i in range(args.rounds)
+            ]
             row: dict[str, Any] = {"runs": runs}
             for event in ("leave", "join"):
                 values = [r[event] for r in runs if r[event] is not None]
@@ -325,6 +346,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--clients", default="", help="comma list of aiokafka_lite, aiokafka, java (default: all)"
+    )
+    parser.add_argument(
+        "--protocols",
+        default="",
+        help="comma list of words a row's protocol must contain, e.g. eager (default: all)",
     )
     parser.add_argument("--json", default=None, metavar="FILE")
     return parser.parse_args(argv)

@@ -92,6 +92,7 @@ async def join(m: Coordinator, topics: frozenset[str]) -> Any:
             m.member_id = resp.member_id
             m.protocol = resp.protocol_name
             m.leader_id = resp.leader
+            m._heartbeat_phase.set()  # the heartbeat interval starts again now
             return resp
         if code == Errors.MemberIdRequired.errno:
             m.member_id = resp.member_id
@@ -187,11 +188,31 @@ async def leave(m: Coordinator, reason: str, timeout: float | None = None) -> No
     m.member_id = ""
 
 
+async def _heartbeat_due(m: Coordinator) -> None:
+    """Sleep until the next heartbeat is due: ``heartbeat_interval_ms`` after the last one, or
+    after the last JoinGroup answer when that came later (as the Java client resets its
+    heartbeat timer there, and aiokafka restarts its heartbeat task after a join).
+
+    The broker answers the JoinGroups of a rebalance together, so the members of a group then
+    heartbeat in phase: when a later rebalance starts (a member joins or leaves) they all learn
+    it from heartbeats answered at about the same moment, revoke and rejoin together, and the
+    broker completes the join at once. With a phase of its own (e.g. from when the consumer was
+    started), an eager member would learn up to a heartbeat interval after the others, which
+    all wait without partitions for its JoinGroup."""
+    restarted = m._heartbeat_phase
+    while True:
+        try:
+            await asyncio.wait_for(restarted.wait(), m._heartbeat_interval)
+        except asyncio.TimeoutError:
+            return
+        restarted.clear()  # a join was answered: a whole interval from now
+
+
 async def heartbeat_loop(m: Coordinator) -> None:
     """Heartbeats every interval; rejoin, lost membership or fencing from the answers, and the
     leave when the application stopped polling for ``max_poll_interval_ms``."""
     while not m._closed:
-        await asyncio.sleep(m._heartbeat_interval)
+        await _heartbeat_due(m)
         if not m.uses_group or m.generation < 0 or (m._rejoin and not m._revoking):
             continue
         if time.monotonic() - m._last_poll > m._max_poll_interval:

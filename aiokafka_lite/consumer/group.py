@@ -125,6 +125,8 @@ class Coordinator(OffsetsMixin):
         self._closed = False
         self._outside_group = False
         self._revoking = False  # the revoke listener runs: keep heartbeating
+        #: set by each JoinGroup answer: the heartbeat interval starts again (classic.py)
+        self._heartbeat_phase = asyncio.Event()
         self.fatal: BaseException | None = None
         #: set once the first assignment is applied, or a fatal error is stored (start() waits)
         self.assigned_once = asyncio.Event()
