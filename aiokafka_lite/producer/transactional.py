@@ -25,12 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["TransactionContext", "TransactionsMixin"]
 
 
-def _retrieve(task: asyncio.Future[None]) -> None:
-    """Mark a commit or abort task's outcome seen (its caller may have stopped waiting)."""
-    if not task.cancelled():
-        task.exception()
-
-
 class TransactionsMixin:
     """The transaction calls (mixed into the producer)."""
 
@@ -113,9 +107,8 @@ class TransactionsMixin:
     async def _ending(self, work: Coroutine[Any, Any, None]) -> None:
         """Run a commit's or abort's ``work`` in a task of its own and wait for it: a
         cancelled caller gets CancelledError while the work goes on; its outcome is then in
-        the transaction state (an error is kept there: the task's exception is retrieved)."""
+        the transaction state (``shield`` marks the task's exception retrieved)."""
         task = self._txn_ending = asyncio.ensure_future(work)
-        task.add_done_callback(_retrieve)
         await asyncio.shield(task)
 
     async def _wait_ending(self, timeout: float) -> None:
