@@ -434,6 +434,33 @@ async def _await(handle: Any) -> Any:
     return await handle
 
 
+@pytest.mark.parametrize("return_exceptions", [False, True])
+async def test_cancelling_a_gather_of_send_handles_finishes(
+    kafka_bootstrap: str, new_topic, return_exceptions: bool
+) -> None:
+    """A task awaiting ``asyncio.gather(*handles)`` of records still lingering is cancelled
+    (an application's writer loop stopped): the task ends cancelled (it hung before), and
+    the records are still delivered."""
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=2000) as producer:
+        handles = [await producer.send(topic, b"%d" % i, partition=0) for i in range(3)]
+
+        async def writer() -> Any:
+            return await asyncio.gather(*handles, return_exceptions=return_exceptions)
+
+        task = asyncio.ensure_future(writer())
+        await asyncio.sleep(0)  # the task waits in the gather
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=10)
+        assert task in done and task.cancelled()
+        await producer.flush(30)
+        # (gather cancelled the handles, as it cancels any children: each raises
+        # CancelledError now; the records themselves are not cancelled)
+        assert all(h.cancelled() for h in handles)
+    got = await read_back(kafka_bootstrap, topic, 3)
+    assert [r.value for r in got] == [b"0", b"1", b"2"]
+
+
 async def test_broker_rejection_fails_only_affected_records(
     kafka_bootstrap: str, new_topic, broker: Any
 ) -> None:

@@ -189,6 +189,9 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
 
     __slots__ = ()
     _asyncio_future_blocking = False  # marks the class as future-like for asyncio.isfuture()
+    #: read by asyncio.gather of a cancelled child (with _make_cancelled_error below): without
+    #: them a gather over handles whose awaiting task is cancelled never finishes
+    _cancel_message = None
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:
@@ -263,6 +266,11 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self[0].loop  # type: ignore[no-any-return]
+
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        # asyncio's Future protocol beyond the public methods: gather (3.10-3.13) builds the
+        # error of a cancelled child with it
+        return asyncio.CancelledError()
 
     def cancel(self, msg: Any = None) -> bool:
         if self.done():
