@@ -219,7 +219,9 @@ def test_engine_consume_and_roundtrip(kafka_bootstrap, kind, tmp_path):
         if kind == "roundtrip":
             assert run["samples"] == 2000 and run["p50_ms"] > 0
         else:
-            assert run["bytes"] >= 2000 * 100 and run["p50_ms"] is None
+            # the topic starts with the populating producer's 6-byte warm-up record, which a
+            # client may read among its 2000 (500 records per getmany() call: exactly 2000)
+            assert run["bytes"] >= 1999 * 100 and run["p50_ms"] is None
 
 
 @pytest.mark.parametrize("api", ["batch", "many", "wait", "gather"])
