@@ -4,7 +4,6 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -43,18 +42,7 @@ final class ShareAdminOracle {
     }
 
     static void run(String[] args) throws Exception {
-        Map<String, String> options = new HashMap<>();
-        for (int i = 1; i + 1 < args.length; i += 2) {
-            if (!args[i].startsWith("--")) {
-                throw new IllegalArgumentException("expected an option, got " + args[i]);
-            }
-            options.put(args[i].substring(2), args[i + 1]);
-        }
-        for (String name : List.of("bootstrap", "group")) {
-            if (!options.containsKey(name)) {
-                throw new IllegalArgumentException("--" + name + " is required");
-            }
-        }
+        Map<String, String> options = ShareOracle.options(args, "bootstrap", "group");
         String group = options.get("group");
         Properties config = new Properties();
         config.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, options.get("bootstrap"));

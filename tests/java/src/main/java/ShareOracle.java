@@ -39,7 +39,8 @@ final class ShareOracle {
     private ShareOracle() {
     }
 
-    static void run(String[] args) throws Exception {
+    /** The {@code --name value} pairs after the command name; each of {@code required} must be there. */
+    static Map<String, String> options(String[] args, String... required) {
         Map<String, String> options = new HashMap<>();
         for (int i = 1; i + 1 < args.length; i += 2) {
             if (!args[i].startsWith("--")) {
@@ -47,11 +48,16 @@ final class ShareOracle {
             }
             options.put(args[i].substring(2), args[i + 1]);
         }
-        for (String name : List.of("bootstrap", "topic", "group")) {
+        for (String name : required) {
             if (!options.containsKey(name)) {
                 throw new IllegalArgumentException("--" + name + " is required");
             }
         }
+        return options;
+    }
+
+    static void run(String[] args) throws Exception {
+        Map<String, String> options = options(args, "bootstrap", "topic", "group");
         long runMs = Long.parseLong(options.getOrDefault("run-ms", "120000"));
         Properties config = new Properties();
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, options.get("bootstrap"));
