@@ -123,7 +123,7 @@ async def test_add_partitions_not_coordinator_is_retried_after_a_fresh_lookup(
         assert took < 20 + SLACK_S
     finally:
         await producer.stop()
-    values = await read_values(kafka_bootstrap, topic, 1, isolation_level="read_committed")
+    values = await read_values(kafka_bootstrap, topic, isolation_level="read_committed")
     assert values == [b"after NOT_COORDINATOR"]
 
 
