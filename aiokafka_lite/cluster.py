@@ -57,6 +57,11 @@ class ClusterMetadata:
         """All brokers in the latest metadata."""
         return set(self._snap.brokers.values())
 
+    @property
+    def _brokers(self) -> dict[int, BrokerMetadata]:
+        """aiokafka's name: the brokers of the latest metadata by node id (a copy)."""
+        return dict(self._snap.brokers)
+
     def broker_metadata(self, node_id: int) -> BrokerMetadata | None:
         """The broker with ``node_id`` (also coordinators learnt via FindCoordinator)."""
         b = self._snap.brokers.get(node_id)

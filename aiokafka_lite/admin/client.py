@@ -158,6 +158,10 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
             topic_error_codes=[R.TopicErrorCode(r.name, r.error_code) for r in results],
         )
 
+    async def _get_cluster_metadata(self, topics: list[str] | None = None) -> Any:
+        """aiokafka's name: the Metadata response for ``topics`` (None: every topic)."""
+        return await topic_ops.metadata(self._client, topics)
+
     async def list_topics(self) -> list[str]:
         """Names of all topics (internal ones included, like aiokafka)."""
         resp = await topic_ops.metadata(self._client, None)

@@ -227,7 +227,7 @@ async def heartbeat_loop(m: Coordinator) -> None:
                 emit(m._h_revoked, m.group_id, set(revoked))
             if m._subs.listener is not None and revoked:
                 await m._revoke(revoked)  # still a member: commits there work
-            m._subs.assign_from_subscription(())
+            m._subs.revoke_to(())
             await m._leave_group("max_poll_interval_ms exceeded")
             continue
         sent_generation = m.generation

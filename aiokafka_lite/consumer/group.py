@@ -138,6 +138,27 @@ class Coordinator(OffsetsMixin):
         subscriptions.add_waker(self._wake.set)
         client.cluster.add_listener(self._on_metadata)
 
+    # -- aiokafka's names for the settings (read by code written against its coordinator) ---
+    @property
+    def _heartbeat_interval_ms(self) -> int:
+        return round(self._heartbeat_interval * 1000)
+
+    @property
+    def _retry_backoff_ms(self) -> int:
+        return round(self._backoff * 1000)
+
+    @property
+    def _auto_commit_interval_ms(self) -> int:
+        return round(self._auto_commit_interval * 1000)
+
+    @property
+    def _exclude_internal_topics(self) -> bool:
+        return self._exclude_internal
+
+    @property
+    def _enable_auto_commit(self) -> bool:
+        return self._auto_commit
+
     # -- lifecycle -------------------------------------------------------------------------
     @property
     def uses_group(self) -> bool:
@@ -463,7 +484,7 @@ class Coordinator(OffsetsMixin):
             if subs.listener is not None:
                 await self._revoke(revoked)
         if revoked:
-            subs.assign_from_subscription(())
+            subs.revoke_to(())
 
     async def _prepare_cooperative_join(self) -> None:
         """KIP-429 before JoinGroup: the partitions stay assigned and consumed through the
@@ -481,7 +502,7 @@ class Coordinator(OffsetsMixin):
                 if listener is not None:
                     fn = getattr(listener, "on_partitions_lost", None)
                     await self._revoke(lost, fn)
-                subs.assign_from_subscription(())
+                subs.revoke_to(())
             return
         if subs.assignment and self._auto_commit and self.generation >= 0:
             try:
@@ -491,7 +512,7 @@ class Coordinator(OffsetsMixin):
         gone = {tp for tp in subs.assignment if tp.topic not in subs.topics}
         if gone:
             await self._revoke_cooperative(gone)
-            subs.assign_from_subscription(set(subs.assignment) - gone)
+            subs.revoke_to(set(subs.assignment) - gone)
 
     async def _revoke_cooperative(self, revoked: set[TopicPartition]) -> None:
         """Stop fetching ``revoked`` (paused: nothing more is handed out), commit (auto commit)

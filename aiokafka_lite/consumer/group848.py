@@ -249,7 +249,7 @@ class ConsumerGroupMember(Coordinator):
                 emit(self._h_revoked, self.group_id, set(revoked))
             if subs.listener is not None:
                 await self._revoke(revoked)
-            subs.assign_from_subscription(set(subs.assignment) - revoked)
+            subs.revoke_to(set(subs.assignment) - revoked)
             if self._lost_pending or self._target is not target:
                 self._ack(subs)
                 return  # fenced meanwhile, or a newer target: start over
@@ -293,7 +293,7 @@ class ConsumerGroupMember(Coordinator):
             if listener is not None:
                 fn = getattr(listener, "on_partitions_lost", None) or listener.on_partitions_revoked
                 await _call_listener(fn, lost)
-            subs.assign_from_subscription(())
+            subs.revoke_to(())
         self._owned = {}
         self._last_committed = {}
         self._lost_pending = False

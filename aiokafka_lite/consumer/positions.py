@@ -89,8 +89,22 @@ class PositionsMixin:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout_ms / 1000
         initialised = False
+        subs = self._subscription
+        first = True
         while True:
-            st = self._subscription.state(partition)
+            if not first and not subs.is_assigned(partition) and subs.subscribed:
+                # a rebalance took the assignment away while we waited: as aiokafka, wait for
+                # the next one and look again (IllegalStateError if it lacks the partition)
+                try:
+                    await asyncio.wait_for(
+                        subs.wait_for_assignment(), max(0.0, deadline - loop.time())
+                    )
+                except asyncio.TimeoutError:
+                    raise Errors.KafkaTimeoutError(
+                        f"position of {partition}: no new assignment within request_timeout_ms"
+                    ) from None
+            first = False
+            st = subs.state(partition)
             if st.has_valid_position:
                 return st.position  # type: ignore[return-value]
             if st.error is not None:

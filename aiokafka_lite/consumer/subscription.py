@@ -7,6 +7,7 @@ registered wakers, so the fetcher re-plans at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import Callable, Iterable
@@ -82,6 +83,21 @@ class SubscriptionState:
         self.subscription_id = 0
         self._wakers: list[Callable[[], None]] = []
         self.errors = False  # True when some PartitionState.error may be set
+        self._assignment_waiters: list[asyncio.Future[None]] = []
+
+    def wait_for_assignment(self) -> asyncio.Future[None]:
+        """aiokafka's name: a future done at the NEXT assignment (by the group or by
+        ``assign()``), even when one is active now."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._assignment_waiters.append(fut)
+        return fut
+
+    def _assigned(self) -> None:
+        waiters = self._assignment_waiters
+        self._assignment_waiters = []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def set_error(self, st: PartitionState, exc: BaseException) -> None:
         """Store an error to raise to the caller of the next poll."""
@@ -157,9 +173,16 @@ class SubscriptionState:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         self.user_assigned = True
         self._set_assignment(partitions)
+        self._assigned()
 
     def assign_from_subscription(self, partitions: Iterable[TopicPartition]) -> None:
         """Assignment decided by the group (or by metadata when there is no group)."""
+        self._set_assignment(partitions)
+        self._assigned()
+
+    def revoke_to(self, partitions: Iterable[TopicPartition]) -> None:
+        """Shrink the group's assignment to ``partitions`` (a revocation, or partitions lost:
+        not an assignment, so no :meth:`wait_for_assignment` waiter wakes)."""
         self._set_assignment(partitions)
 
     def _set_assignment(self, partitions: Iterable[TopicPartition]) -> None:

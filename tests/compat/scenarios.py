@@ -1480,3 +1480,68 @@ def _drop_unclosed_on_own_loop(cls: Any, bootstrap: str, topic: str) -> list[str
             if issubclass(w.category, ResourceWarning)
         }
     return sorted(kinds)
+
+
+async def names_aiokafka_tests_read(ctx: Any) -> Any:
+    # aiokafka's own tests read these (test_kafka_consumer_sets_coordinator_values,
+    # test_consumer_position and test_kip_345_*, test_admin's test_metadata,
+    # test_describe_cluster and test_describe_configs_broker)
+    topic = await ctx.topic(2)
+    other = await ctx.topic(1)
+    out: dict[str, Any] = {}
+    group = ctx.name("group")
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=group,
+        session_timeout_ms=12345,
+        heartbeat_interval_ms=3456,
+        retry_backoff_ms=567,
+        auto_commit_interval_ms=6789,
+        exclude_internal_topics=False,
+        enable_auto_commit=True,
+        auto_offset_reset="earliest",
+    )
+    first = c._subscription.wait_for_assignment()
+    await c.start()
+    try:
+        co = c._coordinator
+        out["coordinator"] = [
+            co.group_id == group,
+            co._session_timeout_ms,
+            co._heartbeat_interval_ms,
+            co._retry_backoff_ms,
+            co._auto_commit_interval_ms,
+            co._exclude_internal_topics,
+            co._enable_auto_commit,
+        ]
+        await asyncio.wait_for(first, 30)
+        out["first"] = sorted(tp.partition for tp in c.assignment())
+        # a waiter made while an assignment is active waits for the next one
+        waiter = c._subscription.wait_for_assignment()
+        out["waiter_done_before"] = waiter.done()
+        c.subscribe([topic, other])
+        await asyncio.wait_for(waiter, 30)
+        out["next"] = sorted((tp.topic == other, tp.partition) for tp in c.assignment())
+        # test_consumer_position: a position() waiting when a rebalance takes the partition
+        # away waits for the next assignment and answers from it
+        tp = TopicPartition(topic, 0)
+        waiting = asyncio.ensure_future(c.position(tp))
+        await asyncio.sleep(0)
+        c.subscribe([topic])
+        out["position_across_rebalance"] = await ctx.outcome(asyncio.wait_for(waiting, 30))
+    finally:
+        await c.stop()
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=ctx.bootstrap)
+    await admin.start()
+    try:
+        ids = sorted(admin._client.cluster._brokers.keys())
+        cluster = await admin.describe_cluster()
+        out["brokers_known"] = ids == sorted(b["node_id"] for b in cluster["brokers"])
+        md = await admin._get_cluster_metadata()
+        out["metadata"] = (len(md.brokers) == len(ids), md.topics is not None)
+    finally:
+        await admin.close()
+    return out
