@@ -858,3 +858,36 @@ async def test_a_member_start_costs_one_join(proxy: FaultProxy, new_topic: Any) 
         finally:
             await c.stop()
             joins.times = 0  # retire the rule
+
+
+async def test_position_rides_out_a_rebalance_and_stop_fails_its_wait(
+    proxy: FaultProxy, new_topic: Any
+) -> None:
+    """A position() still looking its offset up when a rebalance takes the partition away
+    waits for the next assignment and answers from it, as aiokafka's (its
+    test_consumer_position); a wait for an assignment fails with ConsumerStoppedError when
+    the consumer stops."""
+    topic = await new_topic(partitions=1)
+    other = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    c = await joined_member(proxy, topic)
+    try:
+        # every committed-offset lookup answers after 1.5 s
+        proxy.add(Rule(API.OFFSET_FETCH, "delay", seconds=1.5, times=-1))
+        assigned = c._subscription.wait_for_assignment()
+        c.subscribe([topic, other])
+        await asyncio.wait_for(assigned, 30)
+        assert tp in c.assignment()
+        looking = asyncio.ensure_future(c.position(tp))  # its OffsetFetch waits at the proxy
+        # the next JoinGroup answers after 3 s: when the lookup's answer comes, the rebalance
+        # below has revoked the partition and not yet assigned it again
+        join = proxy.add(Rule(API.JOIN_GROUP, "delay", seconds=3.0))
+        await asyncio.sleep(0)
+        c.subscribe([topic])
+        assert await asyncio.wait_for(looking, 30) == 0
+        assert join.hits == 1
+        waiting = c._subscription.wait_for_assignment()
+    finally:
+        await c.stop()
+    with pytest.raises(Errors.ConsumerStoppedError):
+        await asyncio.wait_for(waiting, 5)

@@ -328,6 +328,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             if self._fetcher is not None:
                 await self._fetcher.close()
         finally:
+            self._subscription.abort_waiters(Errors.ConsumerStoppedError("consumer is stopped"))
             await self._client.close()
 
     async def __aenter__(self) -> AIOKafkaConsumer:

@@ -92,12 +92,20 @@ class SubscriptionState:
         self._assignment_waiters.append(fut)
         return fut
 
-    def _assigned(self) -> None:
+    def _assigned(self, exc: BaseException | None = None) -> None:
         waiters = self._assignment_waiters
         self._assignment_waiters = []
         for fut in waiters:
             if not fut.done():
-                fut.set_result(None)
+                if exc is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(exc)
+
+    def abort_waiters(self, exc: BaseException) -> None:
+        """aiokafka's name: fail every :meth:`wait_for_assignment` waiter with ``exc`` (the
+        consumer stopped)."""
+        self._assigned(exc)
 
     def set_error(self, st: PartitionState, exc: BaseException) -> None:
         """Store an error to raise to the caller of the next poll."""
