@@ -1485,9 +1485,10 @@ def _drop_unclosed_on_own_loop(cls: Any, bootstrap: str, topic: str) -> list[str
 async def names_aiokafka_tests_read(ctx: Any) -> Any:
     # aiokafka's own tests read these (test_kafka_consumer_sets_coordinator_values,
     # test_consumer_position and test_kip_345_*, test_admin's test_metadata,
-    # test_describe_cluster and test_describe_configs_broker)
-    topic = await ctx.topic(2)
-    other = await ctx.topic(1)
+    # test_describe_cluster and test_describe_configs_broker). wait_for_assignment() and
+    # position() across a rebalance: tests/test_subscription_waiters.py and
+    # tests/test_faults.py::test_position_rides_out_a_rebalance_and_stop_fails_its_wait
+    topic = await ctx.topic(1)
     out: dict[str, Any] = {}
     group = ctx.name("group")
     c = AIOKafkaConsumer(
@@ -1500,9 +1501,7 @@ async def names_aiokafka_tests_read(ctx: Any) -> Any:
         auto_commit_interval_ms=6789,
         exclude_internal_topics=False,
         enable_auto_commit=True,
-        auto_offset_reset="earliest",
     )
-    first = c._subscription.wait_for_assignment()
     await c.start()
     try:
         co = c._coordinator
@@ -1515,21 +1514,6 @@ async def names_aiokafka_tests_read(ctx: Any) -> Any:
             co._exclude_internal_topics,
             co._enable_auto_commit,
         ]
-        await asyncio.wait_for(first, 30)
-        out["first"] = sorted(tp.partition for tp in c.assignment())
-        # a waiter made while an assignment is active waits for the next one
-        waiter = c._subscription.wait_for_assignment()
-        out["waiter_done_before"] = waiter.done()
-        c.subscribe([topic, other])
-        await asyncio.wait_for(waiter, 30)
-        out["next"] = sorted((tp.topic == other, tp.partition) for tp in c.assignment())
-        # test_consumer_position: a position() waiting when a rebalance takes the partition
-        # away waits for the next assignment and answers from it
-        tp = TopicPartition(topic, 0)
-        waiting = asyncio.ensure_future(c.position(tp))
-        await asyncio.sleep(0)
-        c.subscribe([topic])
-        out["position_across_rebalance"] = await ctx.outcome(asyncio.wait_for(waiting, 30))
     finally:
         await c.stop()
     from aiokafka.admin import AIOKafkaAdminClient
