@@ -497,3 +497,55 @@ async def test_generation_lost_calls_on_partitions_lost(
             assert listener.since(t0, "assigned") == tps  # given back after the rejoin
         finally:
             await c.stop()
+
+
+async def test_a_commit_fenced_while_the_join_is_out_does_not_lose_the_partitions(
+    broker: Any, kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """JoinGroup has its own connection, so the answer of a commit sent for the old generation
+    (ILLEGAL_GENERATION once the broker completed the join) can be read before the JoinGroup's
+    answer, which brings the new generation. That is not a lost generation: the member keeps
+    its partitions through the rebalance (no on_partitions_lost, no re-read from the last
+    commit), as Java's member, which reads both answers on one connection, in order."""
+    broker.skip_on(
+        "tansu",
+        "noida",
+        reason="the cooperative rule needs the JoinGroup barrier (see the test above)",
+    )
+    from tests.faults import API, FaultProxy, Rule
+
+    topic = await new_topic(partitions=PARTITIONS)
+    tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    group = f"coop-{uuid.uuid4().hex[:8]}"
+    writer = Writer(kafka_bootstrap, topic)
+    async with FaultProxy(broker.bootstrap) as proxy:
+        a = Member(proxy.bootstrap, topic, group, 6000)
+        b = Member(proxy.bootstrap, topic, group, 6000)
+        state = lambda: [sorted(m.assignment()) for m in (a, b)]  # noqa: E731
+        try:
+            await writer.start()
+            await a.start()
+            await wait_until(lambda: a.assignment() == tps, "every partition for a", state)
+            # every JoinGroup answer from now on comes 1.5 s late; a keeps committing meanwhile
+            late = proxy.add(Rule(API.JOIN_GROUP, "delay", seconds=1.5, times=-1))
+            t_join = time.monotonic()
+            await b.start()
+            await wait_until(
+                lambda: split([a.assignment(), b.assignment()], tps) and bool(b.assignment()),
+                "a split",
+                state,
+            )
+            assert late.hits >= 2
+            assert a.listener.since(t_join, "lost") == set(), a.listener.events
+            kept = {tp.partition for tp in a.assignment()}
+            await writer.stop()
+            reads: dict[tuple[int, int], int] = {}
+            for m in (a, b):
+                for k, n in m.reads.items():
+                    reads[k] = reads.get(k, 0) + n
+            twice = {k: n for k, n in reads.items() if n > 1 and k[0] in kept}
+            assert not twice, f"re-read on a partition a kept: {twice}"
+        finally:
+            await writer.stop()
+            for m in (a, b):
+                await m.stop()

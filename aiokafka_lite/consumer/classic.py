@@ -83,9 +83,13 @@ async def join(m: Coordinator, topics: frozenset[str]) -> Any:
             rebalance_timeout_ms=m._rebalance_timeout_ms,
             protocols=protocols,
         )
-        resp = await m._send(
-            request, m._rebalance_timeout_ms + m._session_timeout_ms + 5000, JOIN_CONNECTION
-        )
+        m._joining = True
+        try:
+            resp = await m._send(
+                request, m._rebalance_timeout_ms + m._session_timeout_ms + 5000, JOIN_CONNECTION
+            )
+        finally:
+            m._joining = False
         code = resp.error_code
         if code == 0:
             m.generation = resp.generation_id

@@ -125,6 +125,7 @@ class Coordinator(OffsetsMixin):
         self._closed = False
         self._outside_group = False
         self._revoking = False  # the revoke listener runs: keep heartbeating
+        self._joining = False  # a JoinGroup is on its way (classic.join)
         #: set by each JoinGroup answer: the heartbeat interval starts again (classic.py)
         self._heartbeat_phase = asyncio.Event()
         self.fatal: BaseException | None = None
@@ -391,7 +392,9 @@ class Coordinator(OffsetsMixin):
         """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
         with a new member id).  A cooperative member whose generation is gone (the latter two)
         loses its partitions before it rejoins; not when the answer is to a request of an
-        older generation than the current one (as Java's ``generationUnchanged()``)."""
+        older generation than the current one (as Java's ``generationUnchanged()``), nor on
+        ILLEGAL_GENERATION while its JoinGroup is out (the join's answer brings the new
+        generation; see DESIGN.md)."""
         sent_generation = _SENT_GENERATION.get()
         if self.cooperative and sent_generation is not None and sent_generation != self.generation:
             log.debug(
@@ -400,6 +403,13 @@ class Coordinator(OffsetsMixin):
                 Errors.for_code(code).__name__,
                 sent_generation,
             )
+            return
+        if self.cooperative and self._joining and code == Errors.IllegalGenerationError.errno:
+            # the generation moved on while our JoinGroup is out: the join's answer (on its own
+            # connection, so it may be read after this one) brings the new generation, and the
+            # partitions stay ours (Java reads both on one connection, in order)
+            log.debug("group %s: %s during a join; not lost", self.group_id, "ILLEGAL_GENERATION")
+            self._rejoin = True
             return
         if code == Errors.UnknownMemberIdError.errno:
             self.member_id = ""
