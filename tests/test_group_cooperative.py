@@ -24,6 +24,7 @@ from aiokafka_lite.consumer import (
 )
 from aiokafka_lite.producer import AIOKafkaProducer
 from aiokafka_lite.structs import TopicPartition
+from tests.faults import API, FaultProxy, Rule
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(240)]
 
@@ -512,8 +513,6 @@ async def test_a_commit_fenced_while_the_join_is_out_does_not_lose_the_partition
         "noida",
         reason="the cooperative rule needs the JoinGroup barrier (see the test above)",
     )
-    from tests.faults import API, FaultProxy, Rule
-
     topic = await new_topic(partitions=PARTITIONS)
     tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
     group = f"coop-{uuid.uuid4().hex[:8]}"
