@@ -222,7 +222,8 @@ class BrokerResponseError(KafkaError):
             raise RuntimeError(f"duplicate Kafka error code {errno}")
         cls.errno = errno
         cls.message = name
-        cls.description = " ".join((cls.__doc__ or "").split())
+        # the first paragraph: the broker's meaning (more may follow for the client's use)
+        cls.description = " ".join((cls.__doc__ or "").split("\n\n")[0].split())
         cls.retriable = retriable or invalid_metadata
         cls.invalid_metadata = invalid_metadata
         kafka_errors[errno] = cls
@@ -369,8 +370,20 @@ class InvalidSessionTimeoutError(BrokerResponseError, errno=26, name="INVALID_SE
     """The session timeout is outside the range the broker allows."""
 
 
-class RebalanceInProgressError(BrokerResponseError, errno=27, name="REBALANCE_IN_PROGRESS"):
-    """The group is rebalancing: the member must rejoin."""
+class RebalanceInProgressError(
+    BrokerResponseError, CommitFailedError, errno=27, name="REBALANCE_IN_PROGRESS"
+):
+    """The group is rebalancing: the member must rejoin.
+
+    Raised by a consumer's commit refused because its group is rebalancing (Java's retriable
+    ``RebalanceInProgressException``): the partitions have not moved, so poll again (that
+    finishes the rebalance) and commit again. It is a :class:`CommitFailedError`, so
+    aiokafka-style ``except CommitFailedError`` clauses still catch it; catch it first to tell
+    "the rebalance is still going on" from "my partitions are gone".
+    """
+
+    def __init__(self, *args: Any) -> None:
+        KafkaError.__init__(self, *args)  # no CommitFailedError default message
 
 
 class InvalidCommitOffsetSizeError(

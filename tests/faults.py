@@ -21,7 +21,9 @@ i.e. the broker refused the batch and wrote nothing).
 answered (a hung or paused broker, without touching the shared broker process).
 
 Metadata and FindCoordinator answers are rewritten to advertise the proxy instead of the
-broker, so a client that bootstraps through the proxy keeps talking through it. One proxy
+broker, so a client that bootstraps through the proxy keeps talking through it; ApiVersions
+answers name only the APIs and versions our codec decodes, so newer clients (Java 4.4) pick
+versions the proxy can read. One proxy
 fronts one broker (the test fixtures run single-node brokers).
 """
 
@@ -60,6 +62,7 @@ class API:
     ADD_OFFSETS_TO_TXN = m.AddOffsetsToTxnRequest.API_KEY
     END_TXN = m.EndTxnRequest.API_KEY
     DESCRIBE_GROUPS = m.DescribeGroupsRequest.API_KEY
+    API_VERSIONS = m.ApiVersionsRequest.API_KEY
 
 
 @dataclass
@@ -181,7 +184,10 @@ class FaultProxy:
                 pending[corr] = (key, version)
                 if self.silent:
                     continue
-                reply = await self._apply_request(key, version, frame)
+                if key == API.API_VERSIONS and version > REQUESTS_BY_KEY[key].MAX_VERSION:
+                    reply = _api_versions_too_new(frame[8:12])
+                else:
+                    reply = await self._apply_request(key, version, frame)
                 if reply is None:
                     continue  # dropped
                 if reply is not frame:  # answered here, the broker never sees it
@@ -275,13 +281,15 @@ class FaultProxy:
     async def _apply(self, key: int, version: int, frame: bytes) -> bytes | None:
         rules = [r for r in self.rules if r.api_key == key and r.active]
         rules = [r for r in rules if r.direction == "response"]
-        rewrite = key in (API.METADATA, API.FIND_COORDINATOR)
+        rewrite = key in (API.METADATA, API.FIND_COORDINATOR, API.API_VERSIONS)
         if not rules and not rewrite:
             return frame
         req_cls = REQUESTS_BY_KEY[key]
         resp = decode_response(req_cls, version, frame[4:])
         changed = rewrite
-        if rewrite:
+        if key == API.API_VERSIONS:
+            _only_versions_we_decode(resp)
+        elif rewrite:
             self._advertise_proxy(resp)
         for rule in rules:
             if not rule.active or not _matches(rule, resp):
@@ -317,6 +325,36 @@ class FaultProxy:
         for c in getattr(resp, "coordinators", None) or ():
             if c.host:
                 c.host, c.port = self.host, self.port
+
+
+def _only_versions_we_decode(resp: Any) -> None:
+    """The broker's ApiVersions answer, cut to the APIs and versions our codec decodes: a
+    client that speaks newer versions (the Java client 4.4: Metadata v13, OffsetCommit v10)
+    then picks ones the proxy can read and rewrite, as it would against an older broker."""
+    kept = []
+    for entry in resp.api_keys or ():
+        cls = REQUESTS_BY_KEY.get(entry.api_key)
+        if cls is None or entry.min_version > cls.MAX_VERSION:
+            continue
+        entry.max_version = min(entry.max_version, cls.MAX_VERSION)
+        kept.append(entry)
+    resp.api_keys = kept
+
+
+def _api_versions_too_new(corr: bytes) -> bytes:
+    """What a broker answers an ApiVersions request newer than it knows (v0, UNSUPPORTED_VERSION,
+    its ApiVersions range): the client asks again at a version the proxy decodes."""
+    req_cls = REQUESTS_BY_KEY[API.API_VERSIONS]
+    resp_cls = req_cls.RESPONSE  # type: ignore[attr-defined]
+    resp = resp_cls(
+        error_code=35,
+        api_keys=[
+            resp_cls.ApiVersion(
+                api_key=API.API_VERSIONS, min_version=0, max_version=req_cls.MAX_VERSION
+            )
+        ],
+    )
+    return _encode_response(req_cls, 0, corr, resp)
 
 
 def _decode_request(req_cls: Any, version: int, frame: bytes) -> Any:

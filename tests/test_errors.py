@@ -176,3 +176,17 @@ def test_structs() -> None:
     # as aiokafka's (a plain dataclass): applications may attach attributes (FastStream does)
     rec.extra = 1  # type: ignore[attr-defined]
     assert rec.extra == 1  # type: ignore[attr-defined]
+
+
+def test_rebalance_in_progress_is_a_commit_failure() -> None:
+    """A commit refused because the group rebalances raises RebalanceInProgressError; aiokafka
+    code catching CommitFailedError still catches it, and it keeps the broker error's code and
+    text (no CommitFailedError default message)."""
+    err = E.RebalanceInProgressError()
+    assert isinstance(err, E.CommitFailedError) and isinstance(err, E.BrokerResponseError)
+    assert E.for_code(27) is E.RebalanceInProgressError and err.errno == 27
+    assert str(err) == (
+        "[Error 27] RebalanceInProgressError (REBALANCE_IN_PROGRESS: The group is rebalancing: "
+        "the member must rejoin.)"
+    )
+    assert not issubclass(E.CommitFailedError, E.BrokerResponseError)

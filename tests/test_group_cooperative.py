@@ -74,6 +74,7 @@ class Member:
         self.consumer.subscribe([topic], listener=self.listener)
         self.reads: dict[tuple[int, int], int] = {}
         self.arrivals: dict[int, list[float]] = {}
+        self.commit_errors: list[BaseException] = []
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -93,10 +94,10 @@ class Member:
             if batch:
                 try:
                     await c.commit()
-                except Errors.CommitFailedError:
-                    pass  # a rebalance ends the generation: the uncommitted window re-reads
-                except Errors.RebalanceInProgressError:
-                    pass
+                except Errors.CommitFailedError as exc:
+                    # RebalanceInProgressError (a subclass): the rebalance goes on, poll again;
+                    # else a rebalance ended the generation: the uncommitted window re-reads
+                    self.commit_errors.append(exc)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.consumer.assignment())
@@ -548,3 +549,85 @@ async def test_a_commit_fenced_while_the_join_is_out_does_not_lose_the_partition
             await writer.stop()
             for m in (a, b):
                 await m.stop()
+
+
+async def test_a_commit_refused_as_rebalancing_raises_rebalance_in_progress_like_java(
+    broker: Any, new_topic: Any
+) -> None:
+    """A commit the coordinator refuses with REBALANCE_IN_PROGRESS (the group is between its
+    JoinGroup and SyncGroup answers) does not mean the partitions moved: Java's consumer raises
+    the retriable RebalanceInProgressException, rejoins and keeps them. Ours raises
+    RebalanceInProgressError, a CommitFailedError subclass (aiokafka-style ``except`` clauses
+    still catch it), and keeps consuming the same partitions; later commits go through. The
+    same fault (the first OffsetCommit answer rewritten) on both clients, each through its own
+    proxy in front of the same Apache Kafka."""
+    broker.skip_on("tansu", "noida", reason="the Java client's group runs on Apache Kafka")
+    if unavailable_reason():
+        pytest.skip(unavailable_reason())
+    topic = await new_topic(partitions=PARTITIONS)
+    tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    writer = Writer(broker.bootstrap, topic)
+    async with FaultProxy(broker.bootstrap) as pj, FaultProxy(broker.bootstrap) as pa:
+        refused_java = pj.add(Rule(API.OFFSET_COMMIT, "error", error_code=27))
+        refused_ours = pa.add(Rule(API.OFFSET_COMMIT, "error", error_code=27))
+        java = GroupMember(
+            pj.bootstrap, topic, f"coopr-j-{uuid.uuid4().hex[:8]}", assignor="cooperative-sticky"
+        )
+        ours = Member(pa.bootstrap, topic, f"coopr-a-{uuid.uuid4().hex[:8]}", 6000)
+        try:
+            await writer.start()
+            java.start()
+            await ours.start()
+            for rule, who in ((refused_java, java.events), (refused_ours, ours.listener.events)):
+                try:
+                    await asyncio.wait_for(rule.done.wait(), SETTLE_S)
+                except asyncio.TimeoutError:
+                    raise AssertionError(  # noqa: B904 - the timeout says nothing more
+                        f"no commit within {SETTLE_S}s: {who} {java.stderr[-3000:]}"
+                    )
+            await asyncio.to_thread(
+                java.wait_for,
+                lambda m: any(e["event"] == "commit_failed" for e in m.events),
+                SETTLE_S,
+                "the refused commit",
+            )
+            failed = [e for e in java.events if e["event"] == "commit_failed"]
+            assert "RebalanceInProgressException" in failed[0]["error"], failed
+            await wait_until(lambda: bool(ours.commit_errors), "the refused commit", lambda: 0)
+            err = ours.commit_errors[0]
+            assert isinstance(err, Errors.RebalanceInProgressError), repr(err)
+            assert isinstance(err, Errors.CommitFailedError)
+            # both keep every partition (nothing revoked or lost) and go on committing
+            committed_java = len(java.records)
+            await asyncio.to_thread(
+                java.wait_for, lambda m: len(m.records) > committed_java + 20, SETTLE_S, "records"
+            )
+            assert java_tps(java) == tps and java_since(java, 0, "lost") == set()
+            assert java_since(java, 0, "revoked") == set(), java.events
+            # every partition's committed offset moves past what was read at the refusal
+            read_then = {tp: 0 for tp in tps}
+            for p, off in ours.reads:
+                tp = TopicPartition(topic, p)
+                read_then[tp] = max(read_then[tp], off)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + SETTLE_S
+            while True:
+                committed = {tp: await ours.consumer.committed(tp) for tp in tps}
+                if all((committed[tp] or 0) > read_then[tp] for tp in tps):
+                    break
+                assert loop.time() < deadline, (committed, read_then, ours.commit_errors)
+                await asyncio.sleep(0.2)
+            assert ours.assignment() == tps
+            assert not ours.listener.since(0, "lost") and not ours.listener.since(0, "revoked")
+            # every refusal on either side said "rebalancing", none "your partitions are gone"
+            # (ours may see two: the answer to a commit sent before the rejoin completed is
+            # ILLEGAL_GENERATION; Java does not send one while it rejoins)
+            failed = [e for e in java.events if e["event"] == "commit_failed"]
+            assert all("RebalanceInProgressException" in e["error"] for e in failed), failed
+            assert all(
+                isinstance(e, Errors.RebalanceInProgressError) for e in ours.commit_errors
+            ), ours.commit_errors
+        finally:
+            java.stop(check=False)
+            await writer.stop()
+            await ours.stop()

@@ -388,13 +388,14 @@ class Coordinator(OffsetsMixin):
             return True
         return False
 
-    def _membership_lost(self, code: int) -> None:
+    def _membership_lost(self, code: int) -> bool | None:
         """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
         with a new member id).  A cooperative member whose generation is gone (the latter two)
         loses its partitions before it rejoins; not when the answer is to a request of an
         older generation than the current one (as Java's ``generationUnchanged()``), nor on
         ILLEGAL_GENERATION while its JoinGroup is out (the join's answer brings the new
-        generation; see DESIGN.md)."""
+        generation; see DESIGN.md).  False when the partitions stay (REBALANCE_IN_PROGRESS and
+        those two): a refused commit then raises RebalanceInProgressError, as Java."""
         sent_generation = _SENT_GENERATION.get()
         if self.cooperative and sent_generation is not None and sent_generation != self.generation:
             log.debug(
@@ -403,14 +404,14 @@ class Coordinator(OffsetsMixin):
                 Errors.for_code(code).__name__,
                 sent_generation,
             )
-            return
+            return False
         if self.cooperative and self._joining and code == Errors.IllegalGenerationError.errno:
             # the generation moved on while our JoinGroup is out: the join's answer (on its own
             # connection, so it may be read after this one) brings the new generation, and the
             # partitions stay ours (Java reads both on one connection, in order)
             log.debug("group %s: %s during a join; not lost", self.group_id, "ILLEGAL_GENERATION")
             self._rejoin = True
-            return
+            return False
         if code == Errors.UnknownMemberIdError.errno:
             self.member_id = ""
             self.generation = -1
@@ -419,6 +420,7 @@ class Coordinator(OffsetsMixin):
             self.generation = -1
         self._rejoin = True
         self._wake.set()
+        return code in _GENERATION_LOST
 
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance(self) -> None:

@@ -8,7 +8,8 @@ subscription state.
 Both run through the executor's :func:`~aiokafka_lite.ops._exec.coordinator_call` (the client's
 coordinator cache, one request_timeout_ms budget on the loop clock), with a hook for the errors
 that drive membership: REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID mark the
-member for a rejoin and raise CommitFailedError, as aiokafka.
+member for a rejoin and raise CommitFailedError, as aiokafka (REBALANCE_IN_PROGRESS as its
+subclass RebalanceInProgressError: the partitions have not moved, Java's rule).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class OffsetsMixin:
         """True when partitions come from group membership."""
         raise NotImplementedError
 
-    def _membership_lost(self, code: int) -> None:  # pragma: no cover
+    def _membership_lost(self, code: int) -> bool | None:  # pragma: no cover
+        """Act on a membership error; False when the partitions stay the member's."""
         raise NotImplementedError
 
     def _fetch_member(self) -> tuple[str | None, int]:
@@ -122,10 +124,17 @@ class OffsetsMixin:
         # a stopped consumer's member has left (commit_through): the commit goes out as
         # aiokafka's does then, generation -1 and no member id, and the broker decides
         group_managed = self.uses_group and not self._outside_group
-        if group_managed and (self.generation < 0 or (self._rejoin and not self._subs.assignment)):
+        if group_managed and self.generation < 0:
             raise Errors.CommitFailedError(
-                "Commit cannot be completed: the consumer is not part of an active group generation "
-                "(a rebalance is in progress or max_poll_interval_ms was exceeded)"
+                "Commit cannot be completed: the consumer is not part of an active group "
+                "generation (it left, was removed or max_poll_interval_ms was exceeded)"
+            )
+        if group_managed and self._rejoin and not self._subs.assignment:
+            # Java's rule: no stable generation while a rebalance is going on is not a lost
+            # membership (RebalanceInProgressException): poll, then commit again
+            raise Errors.RebalanceInProgressError(
+                "Commit cannot be completed: the group is rebalancing; poll to finish the "
+                "rebalance, then commit again"
             )
         request = offset_commit_request(
             self.group_id,  # type: ignore[arg-type]  # checked by _check_group
@@ -156,7 +165,14 @@ class OffsetsMixin:
 
         def failure(code: int) -> BaseException:
             if retry_action(code) is RetryAction.REJOIN:
-                self._membership_lost(code)
+                if self._membership_lost(code) is False:
+                    # REBALANCE_IN_PROGRESS, or a generation that moved on while this member
+                    # rejoins: the partitions stay (Java: the retriable
+                    # RebalanceInProgressException); a CommitFailedError subclass
+                    return Errors.RebalanceInProgressError(
+                        "Commit cannot be completed: the group is rebalancing; poll to finish "
+                        "the rebalance, then commit again"
+                    )
                 return Errors.CommitFailedError(
                     f"Commit cannot be completed: the group rebalanced "
                     f"({Errors.for_code(code).__name__}); the partitions may have moved to "
