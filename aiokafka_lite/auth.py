@@ -154,7 +154,10 @@ class OIDCTokenProvider(_CachingTokenProvider):
     """OAuth 2 client credentials (RFC 6749 4.4) from ``token_endpoint``, cached and refreshed.
 
     ``client_id`` / ``client_secret`` authenticate the client to the endpoint with HTTP Basic
-    (``auth_method="basic"``, RFC 6749 2.3.1) or as form fields (``"post"``); ``scope`` and
+    (``auth_method="basic"``, RFC 6749 2.3.1) or as form fields (``"post"``). In the Basic
+    header they go as given; ``header_urlencode=True`` URL-encodes them first, as RFC 6749
+    2.3.1 asks and some identity providers require (Java's
+    ``sasl.oauthbearer.header.urlencode``, also off by default). ``scope`` and
     ``audience`` are sent when given, ``params`` adds further form fields. ``ssl_context``
     verifies an ``https://`` endpoint (default: the system's CAs). ``timeout`` (seconds)
     bounds one whole exchange (connect, request, answer). A token is reused until
@@ -179,6 +182,7 @@ class OIDCTokenProvider(_CachingTokenProvider):
         params: Mapping[str, str] | None = None,
         extensions: Mapping[str, str] | None = None,
         auth_method: str = "basic",
+        header_urlencode: bool = False,
         ssl_context: ssl.SSLContext | None = None,
         timeout: float = 10.0,
         refresh_fraction: float = 0.8,
@@ -204,6 +208,7 @@ class OIDCTokenProvider(_CachingTokenProvider):
         self._params = dict(params or {})
         self._extensions = dict(extensions or {})
         self.auth_method = auth_method
+        self.header_urlencode = header_urlencode
         self._ssl = ssl_context
         self.timeout = timeout
         self.refresh_fraction = refresh_fraction
@@ -230,8 +235,10 @@ class OIDCTokenProvider(_CachingTokenProvider):
         fields.update(self._params)
         headers: dict[str, str] = {}
         if self.auth_method == "basic":
-            user = urllib.parse.quote(self.client_id, safe="")
-            pwd = urllib.parse.quote(self._secret, safe="")
+            user, pwd = self.client_id, self._secret
+            if self.header_urlencode:
+                user = urllib.parse.quote(user, safe="")
+                pwd = urllib.parse.quote(pwd, safe="")
             cred = base64.b64encode(f"{user}:{pwd}".encode()).decode()
             headers["Authorization"] = f"Basic {cred}"
         else:

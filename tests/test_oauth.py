@@ -223,6 +223,7 @@ class TokenEndpoint:
         self.client_id, self.secret = client_id, secret
         self.issued = 0
         self.requests: list[dict[str, str]] = []
+        self.authorizations: list[str] = []
         self.chunked = False
         self.silent = False
         self._server: asyncio.Server | None = None
@@ -259,6 +260,7 @@ class TokenEndpoint:
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             form = dict(urllib.parse.parse_qsl(body.decode()))
             self.requests.append(form)
+            self.authorizations.append(headers.get("authorization", ""))
             if self.silent:
                 await asyncio.sleep(3600)
             expected = base64.b64encode(f"{self.client_id}:{self.secret}".encode()).decode()
@@ -518,15 +520,20 @@ async def test_reauthentication_soak(broker, new_topic, mechanism):
     assert c_hooks.reauths >= SOAK_S / (REAUTH_MS / 1000) - 2
 
 
-async def test_reauthentication_keeps_pipelined_requests_in_order(broker):
-    """One connection to the REAUTH listener, requests pipelined without pause (send() from
-    several tasks and send_nowait callbacks) across re-authentications: each is answered,
-    in the order it was issued, and the connection never closes."""
+async def test_reauthentication_keeps_pipelined_requests_in_order(broker, new_topic):
+    """One connection to the REAUTH listener, Produce requests pipelined without pause (send()
+    from several tasks and send_nowait callbacks) across re-authentications, each with its own
+    record: each answer belongs to its own request (the record at the answer's offset is that
+    request's), those written at once (send_nowait) are handled in the order issued (their
+    offsets grow), and the connection never closes."""
     kafka = _need_apache(broker)
+    from aiokafka_lite import AIOKafkaConsumer
     from aiokafka_lite.conn import BrokerConnection
     from aiokafka_lite.launchers.apache import REAUTH_MS, SASL_USERS
     from aiokafka_lite.protocol import messages as m
+    from aiokafka_lite.records import CODEC_NONE, RecordBatchBuilder
 
+    topic = await new_topic(partitions=1)
     host, port = kafka.reauth_bootstrap.split(",")[0].rsplit(":", 1)
     user, password = next(iter(SASL_USERS.items()))
     conn = BrokerConnection(
@@ -540,17 +547,36 @@ async def test_reauthentication_keeps_pipelined_requests_in_order(broker):
     )
     await conn.connect(10000)
     issued = 0
-    answered: list[int] = []
+    offsets: dict[int, int] = {}  # request number -> the offset its answer gave
     by_callback: set[int] = set()
     errors: list[BaseException] = []
     slowest = 0.0
     loop = asyncio.get_running_loop()
     run_for = 2.5 * REAUTH_MS / 1000
 
-    def on_done(n: int, resp: Any, exc: BaseException | None) -> None:
+    def produce(n: int) -> Any:
+        builder = RecordBatchBuilder(CODEC_NONE, batch_size=1 << 16)
+        builder.append(0, None, b"request %d" % n, [])
+        part = m.ProduceRequest.TopicProduceData.PartitionProduceData
+        return m.ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout_ms=10000,
+            topic_data=[
+                m.ProduceRequest.TopicProduceData(
+                    name=topic, partition_data=[part(index=0, records=builder.build())]
+                )
+            ],
+        )
+
+    def answered(n: int, resp: Any, exc: BaseException | None) -> None:
         if exc is not None:
             errors.append(exc)
-        answered.append(n)
+            return
+        (p,) = [p for t in resp.responses for p in t.partition_responses]
+        if p.error_code:
+            errors.append(AssertionError(f"request {n}: error {p.error_code}"))
+        offsets[n] = int(p.base_offset)
 
     async def worker() -> None:
         nonlocal issued, slowest
@@ -558,19 +584,18 @@ async def test_reauthentication_keeps_pipelined_requests_in_order(broker):
         while loop.time() < end:
             n = issued
             issued += 1
-            if n % 2 and conn.send_nowait(
-                m.MetadataRequest(topics=[]), lambda r, e, n=n: on_done(n, r, e)
-            ):
+            if n % 2 and conn.send_nowait(produce(n), lambda r, e, n=n: answered(n, r, e)):
                 by_callback.add(n)
                 await asyncio.sleep(0)
                 continue
             t0 = loop.time()
             try:
-                await conn.send(m.MetadataRequest(topics=[]))
+                resp = await conn.send(produce(n))
             except Exception as exc:  # recorded: the assertion below names it
-                errors.append(exc)
+                answered(n, None, exc)
+            else:
+                answered(n, resp, None)
             slowest = max(slowest, loop.time() - t0)
-            answered.append(n)
 
     try:
         await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(4))), run_for + 30)
@@ -578,13 +603,31 @@ async def test_reauthentication_keeps_pipelined_requests_in_order(broker):
         assert conn.reauthentications >= 2
     finally:
         conn.close()
-    # send() completions are appended one event-loop turn late; callbacks at once: compare
-    # the callbacks' order among themselves, and that everything issued came back once
-    callbacks = [n for n in answered if n in by_callback]
-    assert callbacks == sorted(callbacks)
-    assert sorted(answered) == list(range(issued))
+    assert sorted(offsets) == list(range(issued))  # everything issued came back once
+    assert len(set(offsets.values())) == issued
+    # one connection's requests are handled in the order written: send_nowait() writes at once
+    # (a send() may wait for an in-flight slot), so the callbacks' offsets grow with n
+    in_order = [offsets[n] for n in sorted(by_callback)]
+    assert in_order == sorted(in_order)
+    # and each answer is its own request's: the record at its offset is that request's
+    c = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        stored: dict[int, bytes] = {}
+        deadline = loop.time() + 60
+        while len(stored) < issued:
+            assert loop.time() < deadline, f"read {len(stored)} of {issued} records"
+            for recs in (await c.getmany(timeout_ms=500)).values():
+                stored.update((r.offset, r.value) for r in recs)
+    finally:
+        await c.stop()
+    wrong = {
+        n: stored.get(off) for n, off in offsets.items() if stored.get(off) != b"request %d" % n
+    }
+    assert not wrong, f"answers matched to other requests: {dict(list(wrong.items())[:5])}"
     print(
-        f"\n{issued} requests, {conn.reauthentications} re-authentications, slowest {slowest * 1000:.0f} ms"
+        f"\n{issued} requests ({len(by_callback)} by callback), {conn.reauthentications} "
+        f"re-authentications, slowest {slowest * 1000:.0f} ms"
     )
 
 
@@ -855,3 +898,25 @@ async def test_java_client_and_ours_on_the_reauth_listener(broker, new_topic):
     assert [(r.key, r.value, list(r.headers)) for r in got] == [
         (r["key"], r["value"], r["headers"]) for r in records
     ]
+
+
+@pytest.mark.parametrize("urlencode", [False, True])
+async def test_oidc_basic_header_urlencodes_only_when_asked(urlencode: bool) -> None:
+    """As Java's ``sasl.oauthbearer.header.urlencode`` (default false): the client id and secret
+    go into the Basic header as given, URL-encoded only with ``header_urlencode=True``."""
+    client_id, secret = "my app", "s3c:r/e+t"
+    sent_id, sent_secret = client_id, secret
+    if urlencode:
+        sent_id, sent_secret = (
+            urllib.parse.quote(client_id, safe=""),
+            urllib.parse.quote(secret, safe=""),
+        )
+    async with TokenEndpoint(60, client_id=sent_id, secret=sent_secret) as idp:
+        p = OIDCTokenProvider(idp.url, client_id, secret, header_urlencode=urlencode)
+        try:
+            await p.token()  # the endpoint accepts only the expected credentials
+        finally:
+            await p.close()
+        cred = base64.b64decode(idp.authorizations[0].removeprefix("Basic ")).decode()
+        assert cred == f"{sent_id}:{sent_secret}"
+        assert (cred == "my app:s3c:r/e+t") is not urlencode
