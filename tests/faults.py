@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka_lite.errors import KafkaProtocolError
 from aiokafka_lite.protocol import REQUESTS_BY_KEY, decode_response, is_flexible
 from aiokafka_lite.protocol import messages as m
 
@@ -285,7 +286,13 @@ class FaultProxy:
         if not rules and not rewrite:
             return frame
         req_cls = REQUESTS_BY_KEY[key]
-        resp = decode_response(req_cls, version, frame[4:])
+        if key == API.API_VERSIONS and not rules:
+            try:
+                resp = decode_response(req_cls, version, frame[4:])
+            except KafkaProtocolError:  # noida-db's answer has tagged fields we do not read
+                return frame  # (only the Java client needs the cut, on Apache Kafka)
+        else:
+            resp = decode_response(req_cls, version, frame[4:])
         changed = rewrite
         if key == API.API_VERSIONS:
             _only_versions_we_decode(resp)
