@@ -401,7 +401,7 @@ async def test_idempotent_epoch_bump_keeps_delivering(
         first = [await producer.send(topic, b"a%d" % i, partition=0) for i in range(300)]
         await asyncio.gather(*first)
         pid, epoch = txn.producer_id, txn.producer_epoch
-        producer._sender._bump_needed = True
+        txn.need_bump()
         producer._sender.wakeup()
         second = [await producer.send(topic, b"b%d" % i, partition=0) for i in range(300)]
         mds = await asyncio.wait_for(asyncio.gather(*second), 30)

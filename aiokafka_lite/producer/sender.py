@@ -78,7 +78,6 @@ class Sender:
         self._woken = False
         self._closing = False
         self._force_close = False
-        self._bump_needed = False
         self._task: asyncio.Task[None] | None = None
         self._leader_unknown = False  # _sendable found a partition without a leader
         #: while the loop sleeps: when its timer fires (None: no timer, idle)
@@ -164,6 +163,14 @@ class Sender:
             for batch in list(self.acc.incomplete):
                 self.acc.fail(batch, err)
 
+    @property
+    def bumping(self) -> bool:
+        """An idempotent producer's epoch bump is pending (KIP-360): until it is done only
+        batches that may be in the log already go out (a transactional producer bumps after
+        its abort instead, :meth:`TransactionManager.bump_epoch`)."""
+        txn = self.txn
+        return txn is not None and not txn.transactional and txn.bump_pending
+
     # ---- waking --------------------------------------------------------------------------
 
     def wakeup(self) -> None:
@@ -236,9 +243,9 @@ class Sender:
         if txn.transactional:
             txn.set_error(exc)
             if batch.sequence >= 0:
-                txn.needs_bump = True
+                txn.need_bump()  # done after the abort
         elif batch.sequence >= 0 and not self._closing:
-            self._bump_needed = True
+            txn.need_bump()
 
     # ---- sinks ---------------------------------------------------------------------------
 
@@ -316,7 +323,7 @@ class Sender:
         txn = self.txn
         if (
             self._closing
-            or self._bump_needed
+            or self.bumping
             or self._task is None
             or (txn is not None and (txn.transactional or not txn.has_pid))
         ):
@@ -409,7 +416,7 @@ class Sender:
             return
         if not txn.has_pid:
             await txn.init_producer_id()
-        if self._bump_needed and not self._requests and not self._unresolved():
+        if self.bumping and not self._requests and not self._unresolved():
             await self._bump_epoch()
         if txn.transactional and txn.state in (
             TxnState.IN_TRANSACTION,
@@ -444,7 +451,6 @@ class Sender:
         """KIP-360: new epoch, sequences restart at 0; queued batches are re-stamped in order."""
         txn = self.txn
         assert txn is not None
-        self._bump_needed = False
         await txn.bump_epoch()
         acc = self.acc
         for q in acc.queues.values():

@@ -78,7 +78,7 @@ class Sink:
         if self.in_flight >= max_if:
             return None  # the end of one of the node's requests drains it
         acc = s.acc
-        bumping = idempotent and s._bump_needed  # only retries go out (see Sender._unresolved)
+        bumping = s.bumping  # only retries go out (see Sender._unresolved)
         transactional = txn is not None and txn.transactional
         connected: bool | None = None
         batches: list[ProducerBatch] = []
@@ -222,7 +222,7 @@ class Sink:
     def _request_ended(self) -> None:
         self.in_flight -= 1
         s = self.sender
-        if s.acc.unsent or s._closing or s._bump_needed:
+        if s.acc.unsent or s._closing or s.bumping:
             s.drain_now()
 
     # ---- outcomes ------------------------------------------------------------------------
@@ -306,8 +306,7 @@ class Sink:
             txn = s.txn
             if code in _EPOCH_REFUSED and txn is not None and not txn.transactional:
                 # a broker that refuses a locally bumped epoch (Tansu): go on under a new id
-                txn.new_id_needed = True
-                s._bump_needed = True
+                txn.need_bump(new_id=True)
                 self._retry_or_fail_quietly(b, exc, now)
                 continue
             self._retry_or_fail(b, exc, now)
@@ -345,7 +344,7 @@ class Sink:
             s.acc.fail(batch, exc)
             return
         if not earlier:
-            s._bump_needed = True
+            txn.need_bump()
         self._retry_or_fail_quietly(batch, exc, now)
 
 

@@ -24,7 +24,7 @@ from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-__all__ = ["TransactionManager", "TxnState"]
+__all__ = ["TXN_TRANSITIONS", "Bump", "TransactionManager", "TxnState"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,38 @@ class TxnState(enum.Enum):
     FATAL_ERROR = "fatal_error"
     COMMITTING_TRANSACTION = "committing"  # aiokafka's names: the same members
     ABORTING_TRANSACTION = "aborting"
+
+
+#: the one table of transaction state changes (:meth:`TransactionManager._to` refuses the
+#: rest). Every state may become FATAL_ERROR (never left); a non-fatal error in any live state
+#: makes the transaction ABORTABLE_ERROR (also before the first one: InitProducerId failed).
+TXN_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.UNINITIALIZED: frozenset({TxnState.READY, TxnState.ABORTABLE_ERROR}),
+    TxnState.READY: frozenset({TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR}),
+    TxnState.IN_TRANSACTION: frozenset(
+        {TxnState.COMMITTING, TxnState.ABORTING, TxnState.ABORTABLE_ERROR}
+    ),
+    TxnState.COMMITTING: frozenset({TxnState.READY, TxnState.ABORTING, TxnState.ABORTABLE_ERROR}),
+    TxnState.ABORTING: frozenset({TxnState.READY, TxnState.ABORTABLE_ERROR}),
+    # READY: InitProducerId after an error outside a transaction (idempotent bump, first id)
+    TxnState.ABORTABLE_ERROR: frozenset(
+        {TxnState.ABORTING, TxnState.READY, TxnState.ABORTABLE_ERROR}
+    ),
+    TxnState.FATAL_ERROR: frozenset(),
+}
+
+
+class Bump(enum.IntEnum):
+    """What the producer identity needs before more batches get sequence numbers (KIP-360):
+    the ONE record of a pending epoch bump, kept by the :class:`TransactionManager`."""
+
+    NONE = 0
+    #: a batch holding sequence numbers failed, or the broker lost the producer's sequences:
+    #: next epoch, sequences from 0 (an idempotent producer at once, once nothing sent is
+    #: unresolved; a transactional one after its abort)
+    EPOCH = 1
+    #: the broker refused a locally bumped epoch (Tansu): a new producer id instead
+    NEW_ID = 2
 
 
 class TransactionManager:
@@ -84,8 +116,7 @@ class TransactionManager:
         self.error: BaseException | None = None
         self.partitions: set[TopicPartition] = set()  # in the current transaction
         self.offsets_added = False
-        self.needs_bump = False  # a batch holding sequence numbers failed: epoch must change
-        self.new_id_needed = False  # the broker refused a locally bumped epoch
+        self.bump = Bump.NONE  # a pending epoch bump (need_bump, bump_epoch)
         self._init_lock = asyncio.Lock()
 
     # ---- identity and sequences ----------------------------------------------------------
@@ -104,6 +135,41 @@ class TransactionManager:
         self.sequences[tp] = (seq + count) & 0x7FFFFFFF
         return seq
 
+    def need_bump(self, *, new_id: bool = False) -> None:
+        """Record that the epoch must change before more sequence numbers are handed out
+        (``new_id``: under a new producer id)."""
+        self.bump = max(self.bump, Bump.NEW_ID if new_id else Bump.EPOCH)
+
+    @property
+    def bump_pending(self) -> bool:
+        """True while an epoch bump is recorded and not yet done."""
+        return self.bump is not Bump.NONE
+
+    def _to(self, state: TxnState) -> None:
+        """The one place the transaction state changes: refuses what ``TXN_TRANSITIONS``
+        does not list (FATAL_ERROR is reachable from every state but itself)."""
+        old = self.state
+        if state is TxnState.FATAL_ERROR and old is not TxnState.FATAL_ERROR:
+            self.state = state
+            return
+        if state not in TXN_TRANSITIONS[old]:
+            raise Errors.IllegalStateError(
+                f"transaction state {old.value} cannot become {state.value}"
+            )
+        self.state = state
+
+    def committing(self) -> None:
+        """``commit_transaction()`` began: IN_TRANSACTION -> COMMITTING."""
+        self._to(TxnState.COMMITTING)
+
+    def aborting(self) -> None:
+        """``abort_transaction()`` began."""
+        self._to(TxnState.ABORTING)
+
+    def abortable(self) -> None:
+        """The commit found a batch failed meanwhile (its error already recorded)."""
+        self._to(TxnState.ABORTABLE_ERROR)
+
     def is_in_transaction(self) -> bool:
         return self.state is TxnState.IN_TRANSACTION
 
@@ -114,10 +180,11 @@ class TransactionManager:
     def set_error(self, exc: BaseException) -> None:
         """Record an error from a produce/txn response: fatal or abortable."""
         if isinstance(exc, _FATAL):
-            self.state = TxnState.FATAL_ERROR
+            if self.state is not TxnState.FATAL_ERROR:
+                self._to(TxnState.FATAL_ERROR)
             self.error = exc
         elif self.transactional and self.state is not TxnState.FATAL_ERROR:
-            self.state = TxnState.ABORTABLE_ERROR
+            self._to(TxnState.ABORTABLE_ERROR)
             self.error = exc
 
     async def init_producer_id(self, bump: bool = False) -> None:
@@ -143,7 +210,7 @@ class TransactionManager:
             self.producer_epoch = resp.producer_epoch
             self.sequences.clear()
             if self.state in (TxnState.UNINITIALIZED, TxnState.ABORTABLE_ERROR, TxnState.ABORTING):
-                self.state = TxnState.READY
+                self._to(TxnState.READY)
             log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
 
     async def bump_epoch(self) -> None:
@@ -157,8 +224,8 @@ class TransactionManager:
         A transactional producer asks its coordinator for the bump. Brokers that refuse the
         bump (Tansu answers -1) get a plain InitProducerId instead.
         """
-        self.needs_bump = False
-        new_id, self.new_id_needed = self.new_id_needed, False
+        new_id = self.bump is Bump.NEW_ID
+        self.bump = Bump.NONE
         if (
             not self.transactional
             and not new_id
@@ -186,7 +253,7 @@ class TransactionManager:
         self.raise_if_fatal()
         if self.state is not TxnState.READY:
             raise Errors.IllegalOperation(f"cannot begin a transaction in state {self.state.value}")
-        self.state = TxnState.IN_TRANSACTION
+        self._to(TxnState.IN_TRANSACTION)
         self.partitions.clear()
         self.offsets_added = False
         self.error = None
@@ -283,7 +350,7 @@ class TransactionManager:
             await self._coordinator_request(req, lambda r: r.error_code)
         self.partitions.clear()
         self.offsets_added = False
-        self.state = TxnState.READY
+        self._to(TxnState.READY)
         self.error = None
 
     # ---- plumbing ------------------------------------------------------------------------

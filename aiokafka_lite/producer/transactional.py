@@ -65,7 +65,7 @@ class TransactionsMixin:
             raise txn.error
         if txn.state is not TxnState.IN_TRANSACTION:
             raise Errors.IllegalOperation(f"cannot commit in state {txn.state.value}")
-        txn.state = TxnState.COMMITTING
+        txn.committing()
         self._sender.wakeup()
         await self._ending(self._commit(txn))
 
@@ -77,7 +77,7 @@ class TransactionsMixin:
             raise
         if txn.state is not TxnState.COMMITTING:  # a batch failed meanwhile
             txn.raise_if_fatal()
-            txn.state = TxnState.ABORTABLE_ERROR
+            txn.abortable()
             raise txn.error or Errors.KafkaError("transaction failed; abort it")
         await txn.end(commit=True)
 
@@ -91,7 +91,7 @@ class TransactionsMixin:
             TxnState.COMMITTING,
         ):
             raise Errors.IllegalOperation(f"cannot abort in state {txn.state.value}")
-        txn.state = TxnState.ABORTING
+        txn.aborting()
         self._acc.abort_undrained(
             Errors.KafkaError("transaction aborted before the record was sent")
         )
@@ -101,7 +101,7 @@ class TransactionsMixin:
         # wait for what is already in flight
         await self._acc.flush(self._delivery_timeout_ms / 1000)
         await txn.end(commit=False)
-        if txn.needs_bump:  # a failed batch left a sequence gap: continue on a new epoch
+        if txn.bump_pending:  # a failed batch left a sequence gap: continue on a new epoch
             await txn.bump_epoch()
 
     async def _ending(self, work: Coroutine[Any, Any, None]) -> None:
