@@ -332,11 +332,13 @@ class Accumulator:
         if wake:
             self.events.batch_sealed(q)
 
-    def seal_ready(self, now: float, sendable: Callable[[PartitionQueue], bool]) -> float | None:
+    def seal_ready(
+        self, now: float, sendable: Callable[[PartitionQueue, ProducerBatch, float], bool]
+    ) -> float | None:
         """Seal the open batches that go out now, for the sender to drain at once: ready
         (linger elapsed; any age when flushing, closing or memory is short), with no batch
-        of their partition queued before them, and ``sendable(queue)`` (the sender can put a
-        batch of it into a request now). The others stay open and keep filling.
+        of their partition queued before them, and ``sendable(queue, batch, now)`` (the sender
+        can put it into a request now). The others stay open and keep filling.
 
         Returns the earliest ``ready_at`` among batches not ready yet, or None.
         """
@@ -351,7 +353,7 @@ class Accumulator:
                         nxt = batch.ready_at
                     continue
                 q = queues[batch.tp]
-                if not q.queued and sendable(q):
+                if not q.queued and sendable(q, batch, now):
                     to_seal.append(batch)
         for batch in to_seal:
             self._seal(batch, wake=False)

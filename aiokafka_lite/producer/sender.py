@@ -281,23 +281,17 @@ class Sender:
         if moved:
             self.wakeup()
 
-    def _sendable(self, q: PartitionQueue) -> bool:
-        """Can a batch of ``q`` go into a request now? (The accumulator seals a ready batch
-        only then: else it keeps filling.) Starts what it waits for: a connect to the leader,
-        or a metadata refresh (by the next _drain_sinks) when the leader is unknown."""
-        n = q.in_flight
-        if n and (not self.idempotent or n >= self.max_in_flight):
-            return False  # the end of that request drains it
-        sink = q.sink
+    def _sendable(self, q: PartitionQueue, batch: ProducerBatch, now: float) -> bool:
+        """May ``q``'s open ``batch`` go into a request now? The accumulator seals a ready
+        batch only then (else it keeps filling): the sink's one rule (:meth:`Sink.may_go`,
+        the same the drain applies to a sealed head) and a ready node. Starts what it waits
+        for: a connect to the leader, or a metadata refresh (by the next _drain_sinks) when
+        the leader is unknown."""
+        sink: Sink | None = q.sink
         if sink is None:
             self._leader_unknown = True
             return False
-        if sink.in_flight >= self.max_in_flight:
-            return False  # the end of one of the node's requests drains it
-        if not self.client.is_connected(sink.node):
-            self._connect(sink.node)  # wakes the loop when done
-            return False
-        return True
+        return sink.may_go(q, batch, now) and sink.node_ready()
 
     def _drain_sinks(self, now: float) -> float | None:
         """Drain every sink (each writes at most one request); return the next retry time."""
@@ -423,14 +417,25 @@ class Sender:
             TxnState.COMMITTING,
             TxnState.ABORTING,
         ):
-            new = [q for q in self.acc.queues.values() if q.queued and q.tp not in txn.partitions]
+            # a partition's batches go only once it is in the transaction (Sink.may_go), so
+            # its open batch is not sealed before: add it as soon as it has one (as Java adds a
+            # partition at its first send)
+            new = [
+                q
+                for q in self.acc.queues.values()
+                if (q.queued or q.open is not None) and q.tp not in txn.partitions
+            ]
             if new:
                 try:
                     await txn.add_partitions([q.tp for q in new])
                 except Errors.KafkaError as exc:
                     txn.set_error(exc)
                     for q in new:
+                        if q.open is not None:
+                            self.acc.fail(q.open, exc)
                         self.acc.fail_queued(exc, q)
+                else:
+                    self._woken = True  # their batches may be sealed now: look again
 
     def _unresolved(self) -> bool:
         """True while a batch that was sent (its outcome unknown) waits for a retry.
@@ -452,6 +457,7 @@ class Sender:
         txn = self.txn
         assert txn is not None
         await txn.bump_epoch()
+        self._woken = True  # open batches held back by the bump (Sink.may_go) may go now
         acc = self.acc
         for q in acc.queues.values():
             for batch in q.queued:

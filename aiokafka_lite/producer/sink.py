@@ -57,29 +57,53 @@ class Sink:
 
     # ---- the one drain -------------------------------------------------------------------
 
-    def drain(self, now: float) -> float | None:
-        """Write one Produce request with the head batch of each queue that may go now;
-        return the earliest retry time of a head batch still backing off (or None).
+    def may_go(self, q: PartitionQueue, batch: ProducerBatch, now: float) -> bool:
+        """THE rule for one partition: may ``batch`` (the head of ``q``, or its open batch,
+        which the accumulator seals only if so) go into a request now? Not counting the node
+        (a free request slot, an open connection: :meth:`node_ready`).
 
-        A head goes when: its backoff is over; during an epoch bump, only batches that may
-        be in the log already (``maybe_written``) go; its partition has no batch in flight
-        (idempotent: fewer than ``max_in_flight``, not a retry, and a batch of this producer
-        id was acknowledged there before, see ``TransactionManager.confirmed``); in a transaction, its
-        partition was added; the node has a free request slot and an open connection (else
-        a connect starts in the background: requests waiting on one connect could pass each
-        other, and an idempotent producer's sequences would reach the broker out of order).
-        """
+        Its backoff is over; during an epoch bump, only batches that may be in the log already
+        (``maybe_written``) go; its partition has no batch in flight (idempotent: fewer than
+        ``max_in_flight``, not a retry, and a batch of this producer id was acknowledged there
+        before, see ``TransactionManager.confirmed``); in a transaction, its partition was
+        added."""
+        if batch.retry_at > now:
+            return False
+        s = self.sender
+        if s.bumping and not batch.maybe_written:
+            return False  # only retries go out (see Sender._unresolved)
+        txn = s.txn
+        n = q.in_flight
+        if n and (
+            txn is None or n >= s.max_in_flight or batch.attempts or q.tp not in txn.confirmed
+        ):
+            return False  # the end of that request drains it
+        return txn is None or not txn.transactional or q.tp in txn.partitions
+
+    def node_ready(self) -> bool:
+        """The node has a free request slot and an open connection (else a connect starts in
+        the background and wakes the sender: requests waiting on one connect could pass each
+        other, and an idempotent producer's sequences would reach the broker out of order)."""
+        s = self.sender
+        if self.in_flight >= s.max_in_flight:
+            return False  # the end of one of the node's requests drains it
+        if not s.client.is_connected(self.node):
+            s._connect(self.node)  # wakes the loop when done
+            return False
+        return True
+
+    def drain(self, now: float) -> float | None:
+        """Write one Produce request with the head batch of each queue that may go now
+        (:meth:`may_go`, :meth:`node_ready`); return the earliest retry time of a head batch
+        still backing off (or None)."""
         s = self.sender
         txn = s.txn
         idempotent = s.idempotent
         if idempotent and (txn is None or not txn.has_pid):
             return None
-        max_if = s.max_in_flight
-        if self.in_flight >= max_if:
+        if self.in_flight >= s.max_in_flight:
             return None  # the end of one of the node's requests drains it
         acc = s.acc
-        bumping = s.bumping  # only retries go out (see Sender._unresolved)
-        transactional = txn is not None and txn.transactional
         connected: bool | None = None
         batches: list[ProducerBatch] = []
         size = 0
@@ -93,20 +117,11 @@ class Sink:
                 if next_retry is None or batch.retry_at < next_retry:
                     next_retry = batch.retry_at
                 continue
-            if bumping and not batch.maybe_written:
+            if not self.may_go(q, batch, now):
                 continue
-            n = q.in_flight
             tp = q.tp
-            if n and (
-                not idempotent or n >= max_if or batch.attempts or tp not in txn.confirmed  # type: ignore[union-attr]
-            ):
-                continue
-            if transactional and tp not in txn.partitions:  # type: ignore[union-attr]
-                continue
             if connected is None:
-                connected = s.client.is_connected(self.node)
-                if not connected:
-                    s._connect(self.node)  # wakes the loop when done
+                connected = self.node_ready()
             if not connected:
                 break
             try:
