@@ -76,15 +76,15 @@ class Sender:
         self._connects: dict[int, asyncio.Task[None]] = {}
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False
-        self._closing = False
-        self._force_close = False
+        self.closing = False
+        self.force_close = False
         self._task: asyncio.Task[None] | None = None
         self._leader_unknown = False  # _sendable found a partition without a leader
         #: while the loop sleeps: when its timer fires (None: no timer, idle)
         self._sleep_until: float | None = None
         # batch hooks (see aiokafka_lite.hooks): one truth test per call site when none
-        self._h_batch_sent = hooks.on_batch_sent if hooks is not None else ()
-        self._h_acked = hooks.on_batch_acked if hooks is not None else ()
+        self.hook_sent = hooks.on_batch_sent if hooks is not None else ()
+        self.hook_acked = hooks.on_batch_acked if hooks is not None else ()
         self._h_failed = hooks.on_batch_failed if hooks is not None else ()
         acc.events = self
         #: linger 0 without transactions: a batch opened is drained at the end of the current
@@ -112,14 +112,14 @@ class Sender:
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
         """If the loop ever dies, fail every record instead of leaving futures hanging."""
         if task.cancelled() or task.exception() is None:
-            if not self._closing:
-                self._closing = True
+            if not self.closing:
+                self.closing = True
                 err: Errors.KafkaError = Errors.ProducerClosed("sender task stopped")
             else:
                 return
         else:
             err = Errors.KafkaError(f"sender task crashed: {task.exception()!r}")
-        self._closing = True
+        self.closing = True
         self.acc.close(err)
         self.acc.abort_undrained(err)
 
@@ -129,7 +129,7 @@ class Sender:
         task = self._task
         if task is None or task.get_loop().is_closed():
             return
-        self._closing = self._force_close = True
+        self.closing = self.force_close = True
         for t in (task, *self._requests, *self._connects.values()):
             t.cancel()
 
@@ -137,7 +137,7 @@ class Sender:
         """Send what is queued (up to ``timeout`` s), then fail what remains with
         ``ProducerClosed`` (requests in flight are abandoned: their records fail too) and
         stop."""
-        self._closing = True
+        self.closing = True
         self.wakeup()
         task = self._task
         if task is None:
@@ -147,14 +147,14 @@ class Sender:
                 await asyncio.wait_for(asyncio.shield(task), timeout)
             except (asyncio.TimeoutError, Exception):
                 pass
-            self._force_close = True
+            self.force_close = True
             tasks = [t for t in (task, *self._requests, *self._connects.values()) if not t.done()]
             for t in tasks:
                 t.cancel()
             if tasks:  # never raises the tasks' errors; our own cancellation propagates
                 await asyncio.wait(tasks, timeout=5)
         finally:  # also when close() itself is cancelled: stop at once, fail what is left
-            self._force_close = True
+            self.force_close = True
             self.client.cluster.remove_listener(self._on_metadata)
             for t in (task, *self._requests, *self._connects.values()):
                 t.cancel()
@@ -162,6 +162,14 @@ class Sender:
             self.acc.abort_undrained(err)
             for batch in list(self.acc.incomplete):
                 self.acc.fail(batch, err)
+
+    def track(self, request: asyncio.Future[None]) -> None:
+        """SinkHost: a sink's request in flight (a task or a send_nowait token)."""
+        self._requests.add(request)
+
+    def untrack(self, request: asyncio.Future[None]) -> None:
+        """SinkHost: that request ended."""
+        self._requests.discard(request)
 
     @property
     def bumping(self) -> bool:
@@ -244,7 +252,7 @@ class Sender:
             txn.set_error(exc)
             if batch.sequence >= 0:
                 txn.need_bump()  # done after the abort
-        elif batch.sequence >= 0 and not self._closing:
+        elif batch.sequence >= 0 and not self.closing:
             txn.need_bump()
 
     # ---- sinks ---------------------------------------------------------------------------
@@ -316,7 +324,7 @@ class Sender:
         backoff) are moved earlier when needed."""
         txn = self.txn
         if (
-            self._closing
+            self.closing
             or self.bumping
             or self._task is None
             or (txn is not None and (txn.transactional or not txn.has_pid))
@@ -336,9 +344,9 @@ class Sender:
         if retry is not None:
             self.wakeup_at(retry)
 
-    def _connect(self, node: int) -> None:
+    def connect(self, node: int) -> None:
         """Connect to ``node`` in the background (once at a time); wake the loop when done."""
-        if node in self._connects or self._force_close:
+        if node in self._connects or self.force_close:
             return
         task = asyncio.get_running_loop().create_task(self._connect_task(node))
         self._connects[node] = task
@@ -375,12 +383,12 @@ class Sender:
                 retry_at = now + self.retry_backoff
             if retry_at is not None and (nxt is None or retry_at < nxt):
                 nxt = retry_at
-            if self._closing and not acc.unsent and not self._requests:
+            if self.closing and not acc.unsent and not self._requests:
                 return
             if self._woken:
                 continue
             fut = self._waiter = loop.create_future()
-            if nxt is None and not acc.unsent and not self._closing:
+            if nxt is None and not acc.unsent and not self.closing:
                 timer = None  # idle: a new batch or a response wakes us
                 self._sleep_until = None
             else:

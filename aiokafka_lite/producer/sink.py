@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import retry_action
@@ -24,10 +24,7 @@ from aiokafka_lite.producer.accumulator import PartitionQueue
 from aiokafka_lite.producer.batch import ProducerBatch
 from aiokafka_lite.protocol import messages as m
 
-if TYPE_CHECKING:
-    from aiokafka_lite.producer.sender import Sender
-
-__all__ = ["Sink", "batch_size"]
+__all__ = ["Sink", "SinkHost", "batch_size"]
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +38,55 @@ _EPOCH_REFUSED = (47, 90)  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 _APPENDED_UNACKED = (7, 20)
 
 
+class SinkHost(Protocol):
+    """What a sink needs from the sender that owns it (the sender is the one implementation;
+    the sink never imports it): the settings, the shared accumulator, client and producer
+    identity, the closing flags, the registry of requests in flight, and two actions."""
+
+    acc: Any  # the Accumulator: batch state changes (take, complete, retry, fail)
+    client: Any
+    txn: Any  # the TransactionManager, or None
+    acks: int
+    request_timeout_ms: int
+    retry_backoff: float  # seconds
+    max_in_flight: int
+    max_request_size: int
+    idempotent: bool
+    hook_sent: tuple[Any, ...]  # on_batch_sent hooks
+    hook_acked: tuple[Any, ...]  # on_batch_acked hooks
+
+    @property
+    def bumping(self) -> bool:
+        """An idempotent producer's epoch bump is pending."""
+
+    @property
+    def closing(self) -> bool:
+        """``close()`` began: drain what is left, then stop."""
+
+    @property
+    def force_close(self) -> bool:
+        """``close()`` gave up: no more retries, no new connects."""
+
+    def track(self, request: asyncio.Future[None]) -> None:
+        """Register a request in flight (a task, or a send_nowait token): ``close()`` waits
+        for it, and cancels it when forced."""
+
+    def untrack(self, request: asyncio.Future[None]) -> None:
+        """The request ended."""
+
+    def connect(self, node: int) -> None:
+        """Connect to ``node`` in the background; wake the sender when done."""
+
+    def drain_now(self) -> None:
+        """Seal and drain again (a request ended)."""
+
+
 class Sink:
     """The partition queues one leader node leads, and its requests in flight."""
 
     __slots__ = ("node", "sender", "queues", "in_flight")
 
-    def __init__(self, node: int, sender: Sender) -> None:
+    def __init__(self, node: int, sender: SinkHost) -> None:
         self.node = node
         self.sender = sender
         self.queues: dict[Any, PartitionQueue] = {}
@@ -88,7 +128,7 @@ class Sink:
         if self.in_flight >= s.max_in_flight:
             return False  # the end of one of the node's requests drains it
         if not s.client.is_connected(self.node):
-            s._connect(self.node)  # wakes the loop when done
+            s.connect(self.node)  # wakes the loop when done
             return False
         return True
 
@@ -150,7 +190,7 @@ class Sink:
     def _write(self, batches: list[ProducerBatch], now: float) -> None:
         s = self.sender
         self.in_flight += 1
-        h_sent = s._h_batch_sent
+        h_sent = s.hook_sent
         topics: dict[str, list[Any]] = {}
         for b in batches:
             tp = b.tp
@@ -177,13 +217,13 @@ class Sink:
         )
         if s.acks:
             # written from here; the answer is handled in the callback the connection calls
-            # when the response frame arrives. A token future in the sender's _requests stands
+            # when the response frame arrives. A token future tracked by the sender stands
             # for the request, as a task would: close() waits for it, and cancels it when
             # forced (then the batches are failed there).
             token: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
             def done(resp: Any, exc: BaseException | None) -> None:
-                s._requests.discard(token)
+                s.untrack(token)
                 if not token.cancelled():
                     token.set_result(None)
                     self._ended(batches, resp, exc, True)
@@ -194,11 +234,11 @@ class Sink:
             except Exception:  # e.g. UnsupportedVersion: the task below reports it per batch
                 written = False
             if written:
-                s._requests.add(token)
+                s.track(token)
                 return
         task = asyncio.get_running_loop().create_task(self._send(req, batches))
-        s._requests.add(task)
-        task.add_done_callback(s._requests.discard)
+        s.track(task)
+        task.add_done_callback(s.untrack)
 
     async def _send(self, req: Any, batches: list[ProducerBatch]) -> None:
         """The request when the connection cannot take it at once, or acks=0 (no answer)."""
@@ -215,7 +255,7 @@ class Sink:
             if s.acks == 0:
                 await client.send(self.node, req, expect_response=False)
                 for b in batches:  # no answer comes: the futures resolve to None (as aiokafka)
-                    if s._h_acked and not b.future.done():
+                    if s.hook_acked and not b.future.done():
                         self._acked(b, -1)
                     s.acc.complete(b, None, None, None)
                 return
@@ -237,7 +277,7 @@ class Sink:
     def _request_ended(self) -> None:
         self.in_flight -= 1
         s = self.sender
-        if s.acc.unsent or s._closing or s.bumping:
+        if s.acc.unsent or s.closing or s.bumping:
             s.drain_now()
 
     # ---- outcomes ------------------------------------------------------------------------
@@ -265,7 +305,7 @@ class Sink:
         s = self.sender
         if (
             retry_action(exc).retriable
-            and not s._force_close
+            and not s.force_close
             and now + s.retry_backoff < batch.deadline
         ):
             s.acc.retry(batch, now + s.retry_backoff)
@@ -277,7 +317,7 @@ class Sink:
     def _retry_or_fail_quietly(self, batch: ProducerBatch, exc: BaseException, now: float) -> None:
         """Retry (whatever the error) until the delivery timeout, else fail."""
         s = self.sender
-        if now + s.retry_backoff < batch.deadline and not s._force_close:
+        if now + s.retry_backoff < batch.deadline and not s.force_close:
             s.acc.retry(batch, now + s.retry_backoff)
         else:
             s.acc.fail(batch, exc)
@@ -303,7 +343,7 @@ class Sink:
                 txn = s.txn
                 if txn is not None and b.producer_id == txn.producer_id:
                     txn.confirmed.add(b.tp)
-                if s._h_acked and not b.future.done():
+                if s.hook_acked and not b.future.done():
                     self._acked(b, part.base_offset)
                 acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)
                 continue
@@ -332,7 +372,7 @@ class Sink:
         tp = batch.tp
         latency = time.monotonic() - batch.created
         emit(
-            self.sender._h_acked,
+            self.sender.hook_acked,
             tp.topic,
             tp.partition,
             batch.count,
