@@ -21,7 +21,9 @@ i.e. the broker refused the batch and wrote nothing).
 answered (a hung or paused broker, without touching the shared broker process).
 
 Metadata and FindCoordinator answers are rewritten to advertise the proxy instead of the
-broker, so a client that bootstraps through the proxy keeps talking through it. One proxy
+broker, so a client that bootstraps through the proxy keeps talking through it. ApiVersions
+answers are capped at the versions aiokafka_lite's codec reads (which the proxy decodes), so a
+newer client behind it (the Java oracle: Metadata v13) negotiates down to them. One proxy
 fronts one broker (the test fixtures run single-node brokers).
 """
 
@@ -60,6 +62,7 @@ class API:
     ADD_OFFSETS_TO_TXN = m.AddOffsetsToTxnRequest.API_KEY
     END_TXN = m.EndTxnRequest.API_KEY
     DESCRIBE_GROUPS = m.DescribeGroupsRequest.API_KEY
+    API_VERSIONS = m.ApiVersionsRequest.API_KEY
 
 
 @dataclass
@@ -275,10 +278,12 @@ class FaultProxy:
     async def _apply(self, key: int, version: int, frame: bytes) -> bytes | None:
         rules = [r for r in self.rules if r.api_key == key and r.active]
         rules = [r for r in rules if r.direction == "response"]
-        rewrite = key in (API.METADATA, API.FIND_COORDINATOR)
+        rewrite = key in (API.METADATA, API.FIND_COORDINATOR, API.API_VERSIONS)
         if not rules and not rewrite:
             return frame
         req_cls = REQUESTS_BY_KEY[key]
+        if key == API.API_VERSIONS:  # v5 (Java 4.x) has v4's layout
+            version = min(version, req_cls.SPEC_MAX_VERSION)
         resp = decode_response(req_cls, version, frame[4:])
         changed = rewrite
         if rewrite:
@@ -310,6 +315,10 @@ class FaultProxy:
         return _encode_response(req_cls, version, frame[4:8], resp)
 
     def _advertise_proxy(self, resp: Any) -> None:
+        for api in getattr(resp, "api_keys", None) or ():
+            known = REQUESTS_BY_KEY.get(api.api_key)
+            if known is not None:
+                api.max_version = min(api.max_version, known.SPEC_MAX_VERSION)
         for b in getattr(resp, "brokers", None) or ():
             b.host, b.port = self.host, self.port
         if getattr(resp, "host", None):

@@ -113,7 +113,7 @@ class ConsumerGroupMember(Coordinator):
         self._hb_answered = asyncio.Event()  # set by every heartbeat answered without error
         self._hb_lock = asyncio.Lock()
         self._stale = False
-        self._hb_subscription = subscriptions.subscription_id
+        self._hb_subscription = (subscriptions.subscription_id, subscriptions.topics)
 
     # -- interface of the classic coordinator ----------------------------------------------
     def poll(self) -> None:
@@ -146,19 +146,30 @@ class ConsumerGroupMember(Coordinator):
         )
 
     def _membership_lost(self, code: int) -> None:
-        if code in _FENCED:
-            self._fence(f"commit answered {Errors.for_code(code).__name__}")
+        """A commit answered UNKNOWN_MEMBER_ID (or another membership error): as Java's
+        commit manager, the commit fails (CommitFailedError) and the membership is left to
+        the heartbeats, which learn of a real fence from the broker."""
+        log.info(
+            "group %s: a commit answered %s; the heartbeat decides the membership",
+            self.group_id,
+            Errors.for_code(code).__name__,
+        )
 
     def _track_topics(self) -> None:
         super()._track_topics()
         subs = self._subs
-        if subs.subscription_id != self._hb_subscription:  # tell the group at once
-            self._hb_subscription = subs.subscription_id
+        if subs.broker_pattern is not None:  # assigned topic ids are named by all topics
+            self._client.need_all_topics = True
+        # a new subscribe(), or a client-side pattern matching other topics: tell the group
+        # at once
+        if (subs.subscription_id, subs.topics) != self._hb_subscription:
+            self._hb_subscription = (subs.subscription_id, subs.topics)
             self._hb_wake.set()
 
     def _on_metadata(self, cluster: Any) -> None:
-        super()._on_metadata(cluster)
-        if self._unresolved:
+        super()._on_metadata(cluster)  # a str pattern is matched here
+        subs = self._subs
+        if self._unresolved or (subs.subscription_id, subs.topics) != self._hb_subscription:
             self._wake.set()
 
     # -- commits ---------------------------------------------------------------------------
@@ -240,6 +251,11 @@ class ConsumerGroupMember(Coordinator):
         revoked = owned - wanted
         added = wanted - owned
         if revoked:
+            # as Java (and the cooperative classic member): nothing more of them is handed
+            # out from here on, so the commit below is where the next owner starts
+            for tp in revoked:
+                subs.assignment[tp].paused = True
+            subs.changed()
             if self._auto_commit:
                 try:
                     await self._commit_positions()
@@ -316,9 +332,10 @@ class ConsumerGroupMember(Coordinator):
         subs = self._subs
         full = self._sent is None or epoch == 0
         sent: dict[str, Any] = {} if full else dict(self._sent or {})
-        regex = subs.pattern.pattern if subs.pattern is not None else None
+        regex = subs.broker_pattern
         now: dict[str, Any] = {
-            # a regex subscription sends no names (the broker matches them)
+            # a SubscriptionPattern sends no names (the broker matches it); a str pattern
+            # sends the names it matched here, as a topic list (as Java's subscribe(Pattern))
             "names": () if regex is not None else tuple(sorted(subs.topics)),
             "regex": regex,
             "owned": self._owned,
