@@ -325,6 +325,18 @@ async def test_subscription_pattern_needs_the_consumer_protocol() -> None:
         assert c._subscription.pattern is not None
 
 
+async def test_retry_action_knows_the_member_epoch_errors() -> None:
+    """FENCED_MEMBER_EPOCH rejoins (epoch 0), STALE_MEMBER_EPOCH is sent again with the
+    current epoch; neither is retried as is by a generic loop (as before: not retriable)."""
+    fenced, stale = Errors.FencedMemberEpochError, Errors.StaleMemberEpochError
+    assert Errors.retry_action(fenced.errno) is Errors.RetryAction.REJOIN
+    assert Errors.retry_action(fenced("x")) is Errors.RetryAction.REJOIN
+    assert Errors.retry_action(stale.errno) is Errors.RetryAction.REFRESH_EPOCH
+    assert Errors.retry_action(stale) is Errors.RetryAction.REFRESH_EPOCH
+    for err in (fenced, stale):
+        assert not Errors.retry_action(err, coordinator=True).retriable
+
+
 # -- 3. errors Java treats as fatal ---------------------------------------------------------
 async def test_unreleased_instance_id_and_unsupported_assignor_are_fatal(
     kafka_bootstrap: str, new_topic: Any

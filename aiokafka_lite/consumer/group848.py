@@ -62,10 +62,9 @@ CONSUMER_PROTOCOL_NOT_SUPPORTED = (
 )
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-_FENCED = frozenset({Errors.FencedMemberEpochError.errno, Errors.UnknownMemberIdError.errno})
 _LOADING = Errors.GroupLoadInProgressError.errno  # COORDINATOR_LOAD_IN_PROGRESS
-_STALE = (Errors.StaleMemberEpochError, Errors.FencedMemberEpochError)
 _UNSENT = object()
+_NEXT_EPOCH = (RetryAction.REFRESH_EPOCH, RetryAction.REJOIN)
 
 Owned = dict[Any, frozenset[int]]  # topic id -> partitions
 T = TypeVar("T")
@@ -175,10 +174,13 @@ class ConsumerGroupMember(Coordinator):
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """OffsetCommit with the member epoch. As the Java client's commitSync, a stale epoch
-        fails with CommitFailedError (the automatic commits retry with the next epoch)."""
+        fails with CommitFailedError (the automatic commits retry with the next epoch); a
+        fenced epoch or an unknown member too (not retried: the partitions may be gone)."""
         try:
             await super().commit(offsets)
-        except _STALE as exc:
+        except Errors.KafkaError as exc:
+            if retry_action(exc) is not RetryAction.REFRESH_EPOCH:
+                raise
             raise _StaleEpochCommit(
                 f"Commit cannot be completed: the member epoch {self.generation} is stale ({exc})"
             ) from None
@@ -204,7 +206,11 @@ class ConsumerGroupMember(Coordinator):
             self._hb_answered.clear()
             try:
                 return await call()
-            except (_StaleEpochCommit, *_STALE):
+            except Errors.KafkaError as exc:
+                # a stale epoch; OffsetFetch also waits out a fence (the heartbeat rejoins)
+                action = retry_action(exc)
+                if not isinstance(exc, _StaleEpochCommit) and action not in _NEXT_EPOCH:
+                    raise
                 if self._closed or self.generation <= 0 or loop.time() >= deadline:
                     raise
             self._hb_wake.set()  # a heartbeat now: its answer carries the current epoch
@@ -441,7 +447,7 @@ class ConsumerGroupMember(Coordinator):
             return self._interval
         self._sent = None
         message = resp.error_message or ""
-        if code in _FENCED:
+        if retry_action(code) is RetryAction.REJOIN:  # FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
             self._fence(f"{Errors.for_code(code).__name__} {message}")
             return 0.0
         if self._coordinator_error(code) or code == _LOADING:
