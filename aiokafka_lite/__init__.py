@@ -32,6 +32,7 @@ from .structs import (
     OffsetAndTimestamp,
     PartitionMetadata,
     RecordMetadata,
+    SubscriptionPattern,
     TopicPartition,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "RoundRobinPartitionAssignor",
     "RoundRobinPartitioner",
     "StickyPartitionAssignor",
+    "SubscriptionPattern",
     "TopicPartition",
     "__version__",
     "install_as_aiokafka",

@@ -986,14 +986,20 @@ class RetryAction(enum.Enum):
     REFRESH_METADATA = "refresh_metadata"
     #: forget the coordinator and look it up again
     FIND_COORDINATOR = "find_coordinator"
-    #: the group moved on without this member: rejoin (a commit raises CommitFailedError)
+    #: the group moved on without this member: rejoin (classic: JoinGroup with a new
+    #: generation; KIP-848, FENCED_MEMBER_EPOCH: the same member id at epoch 0); a commit
+    #: raises CommitFailedError
     REJOIN = "rejoin"
+    #: KIP-848 STALE_MEMBER_EPOCH: the member is still in the group but the request carried an
+    #: older epoch; send it again with the current one (after the next heartbeat answer). A
+    #: generic retry loop cannot, so for it this is not retriable (as FATAL)
+    REFRESH_EPOCH = "refresh_epoch"
     #: raise: sending again cannot help
     FATAL = "fatal"
 
     @property
     def retriable(self) -> bool:
-        """True for the actions a retry loop retries (all but REJOIN and FATAL)."""
+        """True for the actions a retry loop retries (all but REJOIN, REFRESH_EPOCH and FATAL)."""
         return self in _RETRIED
 
 
@@ -1001,7 +1007,9 @@ _RETRIED = frozenset(
     {RetryAction.RETRY, RetryAction.REFRESH_METADATA, RetryAction.FIND_COORDINATOR}
 )
 _COORDINATOR_GONE = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-_MEMBERSHIP_LOST = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_..
+#: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_MEMBER_EPOCH
+_MEMBERSHIP_LOST = frozenset({22, 25, 27, 110})
+_STALE_EPOCH = 113  # STALE_MEMBER_EPOCH
 
 
 def retry_action(
@@ -1027,6 +1035,8 @@ def retry_action(
         return RetryAction.FIND_COORDINATOR
     if code in _MEMBERSHIP_LOST:
         return RetryAction.REJOIN
+    if code == _STALE_EPOCH:
+        return RetryAction.REFRESH_EPOCH
     if coordinator and (
         code == RequestTimedOutError.errno
         or issubclass(cls, (KafkaConnectionError, NodeNotReadyError, KafkaTimeoutError))

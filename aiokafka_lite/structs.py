@@ -19,6 +19,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "PartitionMetadata",
     "RecordMetadata",
+    "SubscriptionPattern",
     "TopicPartition",
 ]
 
@@ -28,6 +29,25 @@ class TopicPartition(NamedTuple):
 
     topic: str
     partition: int
+
+
+@dataclass(frozen=True)
+class SubscriptionPattern:
+    """A regular expression the BROKER matches against the topic names (KIP-848), for
+    ``subscribe(pattern=SubscriptionPattern("..."))`` with ``group_protocol="consumer"``
+    (the Java client's ``SubscriptionPattern``).
+
+    The broker uses RE2/J syntax and a full match, and refuses an expression it cannot
+    compile (INVALID_REGULAR_EXPRESSION, raised to the application). A plain string
+    ``pattern=`` is matched by the client with Python's ``re.match`` under both group
+    protocols, as aiokafka and Java's ``subscribe(Pattern)``.
+    """
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str) or not self.pattern:
+            raise ValueError(f"SubscriptionPattern needs a non-empty str, got {self.pattern!r}")
 
 
 class BrokerMetadata(NamedTuple):

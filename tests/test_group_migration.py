@@ -1,9 +1,10 @@
-"""Moving a live group from the classic protocol to KIP-848 (Apache Kafka 4.4, whose default
-``group.consumer.migration.policy`` is ``bidirectional``): Java and aiokafka_lite members on the
-classic protocol consume a 6-partition topic while a producer keeps writing; one at a time each
-is replaced by a member with ``group_protocol="consumer"`` (Java ``group.protocol=consumer``
-and ours). Every record written is read, none is read again beyond the last commit of the member
-that had it, and the group ends as a consumer-protocol group.
+"""Moving a live group between the classic protocol and KIP-848 (Apache Kafka 4.4, whose default
+``group.consumer.migration.policy`` is ``bidirectional``): Java and aiokafka_lite members on one
+protocol consume a 6-partition topic while a producer keeps writing; one at a time each is
+replaced by a member on the other (Java ``group.protocol``, ours ``group_protocol``), classic to
+consumer (upgrade) and consumer to classic (downgrade: the broker converts the group back when
+its last consumer-protocol member leaves). Every record written is read, none is read again
+beyond the last commit of the member that had it, and the group ends on the new protocol.
 
 :class:`Ledger` (what each member read and committed, and when) and :class:`LiteMember` /
 :class:`TimedJavaMember` are shared with tests/test_group_churn.py."""
@@ -252,9 +253,13 @@ def java_tps(java: GroupMember) -> set[TopicPartition]:
     return {TopicPartition(t, p) for t, p in java.assigned()}
 
 
-async def test_live_group_moves_from_classic_to_consumer(
-    broker: Any, kafka_bootstrap: str, new_topic: Any
+@pytest.mark.parametrize(("start", "end"), [("classic", "consumer"), ("consumer", "classic")])
+async def test_live_group_moves_between_protocols(
+    broker: Any, kafka_bootstrap: str, new_topic: Any, start: str, end: str
 ) -> None:
+    """Upgrade (classic to consumer) and downgrade (consumer to classic, the broker converts
+    the group back when its last consumer-protocol member leaves), each rolled member by
+    member with Java and aiokafka_lite members."""
     broker.skip_on("tansu", "noida", "kafka", reason="KIP-848 groups of Apache Kafka 4.x")
     reason = unavailable_reason()
     if reason is not None:
@@ -288,24 +293,24 @@ async def test_live_group_moves_from_classic_to_consumer(
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()
     try:
-        # the classic group: one Java member, two of ours
-        java("java-classic", "classic").wait_assigned(SETTLE_S)
-        for name in ("lite-classic-1", "lite-classic-2"):
-            await lite(name, "classic").start()
-        await wait_until(split, "three-way classic split")
-        listed = await admin.list_groups(group_types=["classic"])
+        # the group of the starting protocol: one Java member, two of ours
+        java(f"java-{start}", start).wait_assigned(SETTLE_S)
+        for name in (f"lite-{start}-1", f"lite-{start}-2"):
+            await lite(name, start).start()
+        await wait_until(split, f"three-way {start} split")
+        listed = await admin.list_groups(group_types=[start])
         assert group in {g.group_id for g in listed}
-        # one at a time: a consumer-protocol member joins, then a classic one leaves
+        # one at a time: a member of the other protocol joins, then one of the first leaves
         steps = [
-            ("lite-consumer-1", "lite-classic-1"),
-            ("java-consumer", "java-classic"),
-            ("lite-consumer-2", "lite-classic-2"),
+            (f"lite-{end}-1", f"lite-{start}-1"),
+            (f"java-{end}", f"java-{start}"),
+            (f"lite-{end}-2", f"lite-{start}-2"),
         ]
         for new, old in steps:
             if new.startswith("java"):
-                java(new, "consumer")
+                java(new, end)
             else:
-                await lite(new, "consumer").start()
+                await lite(new, end).start()
             await wait_until(split, f"split with {new}")
             if old.startswith("java"):
                 javas.pop(old).stop(60)
@@ -326,10 +331,10 @@ async def test_live_group_moves_from_classic_to_consumer(
         assert {old for _, old in steps} <= committers, committers
         again = len(ledger.all_reads()) - len(ledger.read_keys())
         print(f"{len(written)} records, {again} read again inside uncommitted windows")
-        # a consumer-protocol group now, of the three new members
-        listed = await admin.list_groups(group_types=["consumer"])
+        # a group of the end protocol now, of the three new members
+        listed = await admin.list_groups(group_types=[end])
         assert group in {g.group_id for g in listed}
-        listed = await admin.list_groups(group_types=["classic"])
+        listed = await admin.list_groups(group_types=[start])
         assert group not in {g.group_id for g in listed}
         [resp] = await admin.describe_consumer_groups([group])
         [described] = resp.groups

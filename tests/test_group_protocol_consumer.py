@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from aiokafka_lite import SubscriptionPattern
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.admin import AIOKafkaAdminClient
 from aiokafka_lite.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -266,15 +267,15 @@ async def test_regex_subscription_evaluated_by_the_broker(
     await new_topic(partitions=1, name=f"other-{prefix}")
     want = {TopicPartition(t1, 0), TopicPartition(t1, 1), TopicPartition(t2, 0)}
     c = member(kafka_bootstrap, group_name())
-    c.subscribe(pattern=f"{prefix}-.*")
+    c.subscribe(pattern=SubscriptionPattern(f"{prefix}-.*"))
     try:
         await c.start()
         await poll_until([c], lambda: c.assignment() == want, "the matching topics")
     finally:
         await c.stop()
-    # Python's re takes a look-ahead, the broker's RE2/J does not: start() says so
+    # the broker's RE2/J takes no look-ahead: start() says so
     bad = member(kafka_bootstrap, group_name())
-    bad.subscribe(pattern=f"(?={prefix}){prefix}-.*")
+    bad.subscribe(pattern=SubscriptionPattern(f"(?={prefix}){prefix}-.*"))
     with pytest.raises(Errors.InvalidRegularExpressionError):
         await bad.start()
     await bad.stop()

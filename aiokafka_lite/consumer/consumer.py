@@ -25,13 +25,13 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import SubscriptionPattern, TopicPartition
 
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
 from .group import Coordinator
-from .group848 import group_protocol_args
+from .group848 import ConsumerGroupMember, group_protocol_args
 from .poll import PollMixin
 from .positions import PositionsMixin
 from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
@@ -253,7 +253,9 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             else:  # they may not exist yet: learnt when they appear
                 with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
-        if subs.pattern is not None:  # match the pattern before the first join
+        if subs.pattern is not None or subs.broker_pattern is not None:
+            # match the pattern before the first join; a broker-side pattern's topics are
+            # known by id only: the metadata of every topic names them
             self._client.need_all_topics = True
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                 await asyncio.wait_for(
@@ -365,10 +367,18 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
 
     # -- subscription ----------------------------------------------------------------------
     def subscribe(
-        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+        self,
+        topics: Iterable[str] = (),
+        pattern: str | SubscriptionPattern | None = None,
+        listener: Any = None,
     ) -> None:
         """Subscribe to topics or to a regex pattern; partitions come from the group (or,
-        without a group_id, every partition of the topics)."""
+        without a group_id, every partition of the topics).
+
+        A str ``pattern`` is matched by the client (``re.match`` against the topics in the
+        metadata, under both group protocols, as aiokafka and Java's ``subscribe(Pattern)``);
+        a :class:`~aiokafka_lite.structs.SubscriptionPattern` is sent for the broker to match
+        (RE2/J, full match), with ``group_protocol="consumer"`` only."""
         if isinstance(topics, str):
             raise TypeError("topics must be a list of topic names, not a string")
         topics = list(topics)
@@ -381,6 +391,13 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             and hasattr(listener, "on_partitions_assigned")
         ):
             raise TypeError("listener must be a ConsumerRebalanceListener")
+        if isinstance(pattern, SubscriptionPattern) and (
+            self._group_id is None or not issubclass(self._coordinator_class, ConsumerGroupMember)
+        ):
+            raise Errors.IllegalStateError(
+                "a SubscriptionPattern is matched by the broker: it needs a group_id and "
+                "group_protocol='consumer' (pass a str pattern to match on the client)"
+            )
         self._subscription.subscribe(topics, pattern, listener)
         if not self._started:  # as aiokafka, the client tracks the subscription at once
             self._client.track_topics(topics)

@@ -62,10 +62,9 @@ CONSUMER_PROTOCOL_NOT_SUPPORTED = (
 )
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-_FENCED = frozenset({Errors.FencedMemberEpochError.errno, Errors.UnknownMemberIdError.errno})
 _LOADING = Errors.GroupLoadInProgressError.errno  # COORDINATOR_LOAD_IN_PROGRESS
-_STALE = (Errors.StaleMemberEpochError, Errors.FencedMemberEpochError)
 _UNSENT = object()
+_NEXT_EPOCH = (RetryAction.REFRESH_EPOCH, RetryAction.REJOIN)
 
 Owned = dict[Any, frozenset[int]]  # topic id -> partitions
 T = TypeVar("T")
@@ -113,7 +112,7 @@ class ConsumerGroupMember(Coordinator):
         self._hb_answered = asyncio.Event()  # set by every heartbeat answered without error
         self._hb_lock = asyncio.Lock()
         self._stale = False
-        self._hb_subscription = subscriptions.subscription_id
+        self._hb_subscription = (subscriptions.subscription_id, subscriptions.topics)
 
     # -- interface of the classic coordinator ----------------------------------------------
     def poll(self) -> None:
@@ -146,28 +145,42 @@ class ConsumerGroupMember(Coordinator):
         )
 
     def _membership_lost(self, code: int) -> None:
-        if code in _FENCED:
-            self._fence(f"commit answered {Errors.for_code(code).__name__}")
+        """A commit answered UNKNOWN_MEMBER_ID (or another membership error): as Java's
+        commit manager, the commit fails (CommitFailedError) and the membership is left to
+        the heartbeats, which learn of a real fence from the broker."""
+        log.info(
+            "group %s: a commit answered %s; the heartbeat decides the membership",
+            self.group_id,
+            Errors.for_code(code).__name__,
+        )
 
     def _track_topics(self) -> None:
         super()._track_topics()
         subs = self._subs
-        if subs.subscription_id != self._hb_subscription:  # tell the group at once
-            self._hb_subscription = subs.subscription_id
+        if subs.broker_pattern is not None:  # assigned topic ids are named by all topics
+            self._client.need_all_topics = True
+        # a new subscribe(), or a client-side pattern matching other topics: tell the group
+        # at once
+        if (subs.subscription_id, subs.topics) != self._hb_subscription:
+            self._hb_subscription = (subs.subscription_id, subs.topics)
             self._hb_wake.set()
 
     def _on_metadata(self, cluster: Any) -> None:
-        super()._on_metadata(cluster)
-        if self._unresolved:
+        super()._on_metadata(cluster)  # a str pattern is matched here
+        subs = self._subs
+        if self._unresolved or (subs.subscription_id, subs.topics) != self._hb_subscription:
             self._wake.set()
 
     # -- commits ---------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """OffsetCommit with the member epoch. As the Java client's commitSync, a stale epoch
-        fails with CommitFailedError (the automatic commits retry with the next epoch)."""
+        fails with CommitFailedError (the automatic commits retry with the next epoch); a
+        fenced epoch or an unknown member too (not retried: the partitions may be gone)."""
         try:
             await super().commit(offsets)
-        except _STALE as exc:
+        except Errors.KafkaError as exc:
+            if retry_action(exc) is not RetryAction.REFRESH_EPOCH:
+                raise
             raise _StaleEpochCommit(
                 f"Commit cannot be completed: the member epoch {self.generation} is stale ({exc})"
             ) from None
@@ -193,7 +206,11 @@ class ConsumerGroupMember(Coordinator):
             self._hb_answered.clear()
             try:
                 return await call()
-            except (_StaleEpochCommit, *_STALE):
+            except Errors.KafkaError as exc:
+                # a stale epoch; OffsetFetch also waits out a fence (the heartbeat rejoins)
+                action = retry_action(exc)
+                if not isinstance(exc, _StaleEpochCommit) and action not in _NEXT_EPOCH:
+                    raise
                 if self._closed or self.generation <= 0 or loop.time() >= deadline:
                     raise
             self._hb_wake.set()  # a heartbeat now: its answer carries the current epoch
@@ -240,6 +257,11 @@ class ConsumerGroupMember(Coordinator):
         revoked = owned - wanted
         added = wanted - owned
         if revoked:
+            # as Java (and the cooperative classic member): nothing more of them is handed
+            # out from here on, so the commit below is where the next owner starts
+            for tp in revoked:
+                subs.assignment[tp].paused = True
+            subs.changed()
             if self._auto_commit:
                 try:
                     await self._commit_positions()
@@ -316,9 +338,10 @@ class ConsumerGroupMember(Coordinator):
         subs = self._subs
         full = self._sent is None or epoch == 0
         sent: dict[str, Any] = {} if full else dict(self._sent or {})
-        regex = subs.pattern.pattern if subs.pattern is not None else None
+        regex = subs.broker_pattern
         now: dict[str, Any] = {
-            # a regex subscription sends no names (the broker matches them)
+            # a SubscriptionPattern sends no names (the broker matches it); a str pattern
+            # sends the names it matched here, as a topic list (as Java's subscribe(Pattern))
             "names": () if regex is not None else tuple(sorted(subs.topics)),
             "regex": regex,
             "owned": self._owned,
@@ -424,7 +447,7 @@ class ConsumerGroupMember(Coordinator):
             return self._interval
         self._sent = None
         message = resp.error_message or ""
-        if code in _FENCED:
+        if retry_action(code) is RetryAction.REJOIN:  # FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
             self._fence(f"{Errors.for_code(code).__name__} {message}")
             return 0.0
         if self._coordinator_error(code) or code == _LOADING:

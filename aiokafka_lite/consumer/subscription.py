@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiokafka_lite.errors import IllegalStateError
-from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.structs import SubscriptionPattern, TopicPartition
 
 __all__ = ["PartitionState", "SubscriptionState", "OFFSET_RESET_STRATEGIES"]
 
@@ -72,7 +72,9 @@ class SubscriptionState:
             raise ValueError(f"auto_offset_reset must be one of {sorted(OFFSET_RESET_STRATEGIES)}")
         self.default_reset = OFFSET_RESET_STRATEGIES[default_reset]
         self.topics: frozenset[str] = frozenset()
-        self.pattern: re.Pattern[str] | None = None
+        self.pattern: re.Pattern[str] | None = None  # matched here, against the metadata
+        #: a :class:`SubscriptionPattern`'s regex: the broker matches it (KIP-848 only)
+        self.broker_pattern: str | None = None
         self.listener: Any = None
         self.user_assigned = False
         self.assignment: dict[TopicPartition, PartitionState] = {}
@@ -132,23 +134,29 @@ class SubscriptionState:
     @property
     def subscribed(self) -> bool:
         """True when partitions come from a topic/pattern subscription (group or not)."""
-        return bool(self.topics) or self.pattern is not None
+        return bool(self.topics) or self.pattern is not None or self.broker_pattern is not None
 
     def subscribe(
-        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+        self,
+        topics: Iterable[str] = (),
+        pattern: str | SubscriptionPattern | None = None,
+        listener: Any = None,
     ) -> None:
-        """Subscribe to topics or a regex pattern (replaces any previous subscription)."""
+        """Subscribe to topics or a regex pattern (replaces any previous subscription): a str
+        is matched here with ``re.match``, a :class:`SubscriptionPattern` by the broker."""
         if self.user_assigned:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
         compiled = None
-        if pattern is not None:
+        broker = pattern.pattern if isinstance(pattern, SubscriptionPattern) else None
+        if isinstance(pattern, str):
             try:
                 compiled = re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"invalid subscription pattern {pattern!r}: {exc}") from None
         self.listener = listener
         self.subscription_id += 1
-        if compiled is not None:
+        self.broker_pattern = broker
+        if compiled is not None or broker is not None:
             self.pattern = compiled
             self.topics = frozenset()
         else:
@@ -171,6 +179,7 @@ class SubscriptionState:
         """Drop subscription and assignment."""
         self.topics = frozenset()
         self.pattern = None
+        self.broker_pattern = None
         self.listener = None
         self.user_assigned = False
         self._set_assignment(())

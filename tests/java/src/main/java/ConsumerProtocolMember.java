@@ -10,12 +10,14 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -24,11 +26,16 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * {@code group-member-consumer}: a Java consumer in a KIP-848 group ({@code group.protocol=consumer}),
  * printing the same JSON lines as {@code group-member} (tests/java_oracle.py {@code GroupMember}):
  * {@code assigned} / {@code revoked} / {@code lost} events with their partitions, each record read,
- * {@code commit_failed}, {@code closed}. Commits synchronously after each poll that returned records;
- * "stop" on stdin (or the end of stdin) closes it, so it leaves the group.
+ * {@code commit_failed}, {@code closed}, and {@code error} (with the exception's class name) when
+ * {@code poll} throws, which ends the run. Commits synchronously after each poll that returned records
+ * (or, with {@code --auto-commit true}, leaves it to the auto commit); "stop" on stdin (or the end of
+ * stdin) closes it, so it leaves the group. Instead of {@code --topic}: {@code --pattern} (a client-side
+ * {@code java.util.regex.Pattern}) or {@code --subscription-pattern} (a broker-side
+ * {@code SubscriptionPattern}). {@code --revoke-sleep-ms} makes {@code onPartitionsRevoked} slow.
  *
- * <pre>group-member-consumer --bootstrap H:P --topic T --group G [--remote-assignor uniform|range]
- *     [--run-ms N] [--from beginning|latest]</pre>
+ * <pre>group-member-consumer --bootstrap H:P (--topic T | --pattern P | --subscription-pattern P) --group G
+ *     [--remote-assignor NAME] [--run-ms N] [--from beginning|latest] [--instance-id ID]
+ *     [--revoke-sleep-ms N] [--max-poll-records N] [--auto-commit true|false]</pre>
  */
 final class ConsumerProtocolMember {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -37,7 +44,9 @@ final class ConsumerProtocolMember {
 
     static void run(String[] args) throws Exception {
         String bootstrap = null, topic = null, group = null, assignor = null, from = "beginning";
-        long runMs = 120000;
+        String pattern = null, subscriptionPattern = null, instanceId = null, maxPollRecords = null;
+        boolean autoCommit = false;
+        long runMs = 120000, revokeSleepMs = 0;
         for (int i = 1; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -47,18 +56,32 @@ final class ConsumerProtocolMember {
                 case "--remote-assignor" -> assignor = value;
                 case "--run-ms" -> runMs = Long.parseLong(value);
                 case "--from" -> from = value;
+                case "--pattern" -> pattern = value;
+                case "--subscription-pattern" -> subscriptionPattern = value;
+                case "--instance-id" -> instanceId = value;
+                case "--revoke-sleep-ms" -> revokeSleepMs = Long.parseLong(value);
+                case "--max-poll-records" -> maxPollRecords = value;
+                case "--auto-commit" -> autoCommit = Boolean.parseBoolean(value);
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
-        if (bootstrap == null || topic == null || group == null) {
-            throw new IllegalArgumentException("--bootstrap, --topic and --group are required");
+        if (bootstrap == null || group == null
+            || (topic == null && pattern == null && subscriptionPattern == null)) {
+            throw new IllegalArgumentException(
+                "--bootstrap, --group and one of --topic, --pattern, --subscription-pattern are required");
         }
         Properties config = new Properties();
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-oracle-consumer-protocol");
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         config.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
-        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, Boolean.toString(autoCommit));
+        if (instanceId != null) {
+            config.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+        }
+        if (maxPollRecords != null) {
+            config.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
+        }
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, from.equals("latest") ? "latest" : "earliest");
         if (assignor != null) {
             config.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, assignor);
@@ -82,11 +105,20 @@ final class ConsumerProtocolMember {
         long deadline = System.nanoTime() + runMs * 1_000_000L;
         KafkaConsumer<byte[], byte[]> consumer =
             new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        final long sleepMs = revokeSleepMs;
         try {
-            consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+            ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
                     event("revoked", partitions, consumer);
+                    if (sleepMs > 0 && !partitions.isEmpty()) {
+                        try {
+                            Thread.sleep(sleepMs);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                        event("revoked_done", partitions, consumer);
+                    }
                 }
 
                 @Override
@@ -98,16 +130,30 @@ final class ConsumerProtocolMember {
                 public void onPartitionsLost(Collection<TopicPartition> partitions) {
                     event("lost", partitions, consumer);
                 }
-            });
+            };
+            if (subscriptionPattern != null) {
+                consumer.subscribe(new SubscriptionPattern(subscriptionPattern), listener);
+            } else if (pattern != null) {
+                consumer.subscribe(Pattern.compile(pattern), listener);
+            } else {
+                consumer.subscribe(List.of(topic), listener);
+            }
             while (!stop.get() && System.nanoTime() < deadline) {
-                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+                ConsumerRecords<byte[], byte[]> records;
+                try {
+                    records = consumer.poll(Duration.ofMillis(100));
+                } catch (KafkaException e) {
+                    emit("{\"event\":\"error\",\"error\":" + str(e.getClass().getSimpleName())
+                        + ",\"message\":" + str(String.valueOf(e.getMessage())) + "}");
+                    break;
+                }
                 for (ConsumerRecord<byte[], byte[]> record : records) {
                     emit("{\"topic\":" + str(record.topic()) + ",\"partition\":" + record.partition()
                         + ",\"offset\":" + record.offset() + ",\"timestamp\":" + record.timestamp()
                         + ",\"key\":" + b64(record.key()) + ",\"value\":" + b64(record.value())
                         + ",\"headers\":[]}");
                 }
-                if (!records.isEmpty()) {
+                if (!records.isEmpty() && !autoCommit) {
                     try {
                         consumer.commitSync();
                     } catch (KafkaException e) {
