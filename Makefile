@@ -10,7 +10,7 @@ PY ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
 KIND ?= tansu
 
-.PHONY: install jars test pythons lint bench broker demo clean protocol
+.PHONY: install jars test pythons lint bench broker demo clean protocol dist wheel-check
 
 install:
 	@if [ ! -x "$(PY)" ]; then \
@@ -53,6 +53,18 @@ lint:
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy aiokafka_lite
 	$(LINT_IMPORTS) --no-cache
+
+# a release a user can install: wheel + sdist in dist/ (twine check --strict); `wheel-check`
+# also installs the wheel into clean venvs outside the repository and uses it there (no extras:
+# the command, py.typed, mypy --strict on a user file; [broker]: a round trip; [spark,broker]:
+# a local Spark session reads it back)
+dist:
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(PY) -m twine check --strict dist/*
+
+wheel-check:
+	.ci/wheel-check $(PY)
 
 bench:
 	$(PY) -m benchmarks
