@@ -146,6 +146,12 @@ class AckBook:
         self.delivered.clear()
         self.renewed.clear()
 
+    def drop_delivered(self) -> None:
+        """Forget the delivered records not acknowledged (stop(): the session's close gives
+        them back to the group)."""
+        self.delivered.clear()
+        self.renewed.clear()
+
     def unacknowledged(self) -> int:
         """How many delivered records wait for an acknowledgement (renewed ones excepted: they
         are still being worked on and may be acknowledged after later polls)."""

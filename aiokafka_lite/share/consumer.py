@@ -24,7 +24,7 @@ from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.structs import TopicPartition
 
 from .acks import AckBook, AcknowledgeType, ShareAcknowledgementError, ShareConsumerRecord
-from .fetcher import AckResults, ShareFetcher
+from .fetcher import ShareFetcher
 from .membership import ShareMembership
 
 __all__ = ["AIOKafkaShareConsumer"]
@@ -126,6 +126,8 @@ class AIOKafkaShareConsumer:
             on_acknowledge=self._hooks.on_acknowledge,
         )
         self._round: asyncio.Task[None] | None = None
+        #: acknowledgements sent by a poll that had records to hand out (no fetch due)
+        self._acking: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
 
@@ -154,10 +156,16 @@ class AIOKafkaShareConsumer:
         self._membership.start()
 
     async def stop(self) -> None:
-        """Acknowledge (implicit mode: accept; explicit: release) what was handed out and not
-        acknowledged, release the records fetched but never handed out, close the share
-        sessions and leave the group. Failed acknowledgements are logged (commit() first to
-        see them)."""
+        """Leave the share group, as Java's ``KafkaShareConsumer.close()``: the
+        acknowledgements made (explicit mode: :meth:`acknowledge`; implicit mode: the records
+        of the polls before the last one) are sent, then the share sessions close, which gives
+        every record still acquired back to the group: the records of the last poll that were
+        not acknowledged (in implicit mode all of them: a poll's records count as processed
+        only once the next poll, :meth:`commit` or :meth:`commit_async`... is called) and
+        those fetched but never handed out. They are delivered again (to any member) with
+        ``delivery_count`` + 1. ``async with`` exited by an exception does the same.
+        The outcome of the acknowledgements goes to ``acknowledgement_callback`` (failures
+        are logged without one)."""
         if self._closed:
             return
         self._closed = True
@@ -171,31 +179,32 @@ class AIOKafkaShareConsumer:
                 if not self._round.done():
                     self._round.cancel()
                     await asyncio.gather(self._round, return_exceptions=True)
-            self._book.acknowledge_all(
-                AcknowledgeType.RELEASE if self._explicit else AcknowledgeType.ACCEPT
-            )
-            for r in self._fetcher.buffer:
-                self._book.pending.setdefault(TopicPartition(r.topic, r.partition), {})[
-                    r.offset
-                ] = int(AcknowledgeType.RELEASE)
+            if self._acking is not None:
+                with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
+                    await asyncio.wait_for(asyncio.shield(self._acking), timeout)
+                if not self._acking.done():
+                    self._acking.cancel()
+                    await asyncio.gather(self._acking, return_exceptions=True)
+            # not acknowledged, and not sent: the sessions' close releases them (as Java)
+            self._book.drop_delivered()
             self._fetcher.buffer.clear()
             self._membership.cancel()
             try:
-                results, offsets = await asyncio.wait_for(
-                    self._fetcher.acknowledge(final=True), timeout
-                )
+                outcome = await asyncio.wait_for(self._fetcher.acknowledge(final=True), timeout)
             except (Errors.KafkaError, asyncio.TimeoutError) as exc:
                 log.warning(
                     "share consumer %s: closing the sessions failed: %r", self._group_id, exc
                 )
             else:
-                failed = {tp: e for tp, e in results.items() if e is not None and offsets.get(tp)}
-                if failed:
-                    log.warning(
-                        "share consumer %s: acknowledgements at stop failed: %s",
-                        self._group_id,
-                        ShareAcknowledgementError(failed, offsets),
-                    )
+                self._fetcher.ack_results.append(outcome)
+            try:
+                self._report_ack_results()
+            except Exception as exc:  # the application's callback: stop() goes on
+                log.warning(
+                    "share consumer %s: acknowledgement_callback raised at stop: %r",
+                    self._group_id,
+                    exc,
+                )
             await self._membership.leave(timeout)
         finally:
             await self._client.close()
@@ -206,8 +215,9 @@ class AIOKafkaShareConsumer:
         if getattr(self, "_started", False) and not getattr(self, "_closed", True):
             self._closed = True
             self._membership.cancel()
-            if self._round is not None:
-                self._round.cancel()
+            for task in (self._round, self._acking):
+                if task is not None:
+                    task.cancel()
             self._client.abandon()
             _warn(f"Unclosed AIOKafkaShareConsumer {self!r}", ResourceWarning, source=self)
 
@@ -231,7 +241,8 @@ class AIOKafkaShareConsumer:
             self._membership.subscribe(self._topics)
 
     def unsubscribe(self) -> None:
-        """Leave every topic (the member stays in the group with nothing assigned)."""
+        """Leave every topic, and the group (as Java: a member without topics does not
+        heartbeat); :meth:`subscribe` joins again. A poll meanwhile raises IllegalStateError."""
         self.subscribe(())
 
     def subscription(self) -> set[str]:
@@ -271,12 +282,18 @@ class AIOKafkaShareConsumer:
 
     async def commit(self) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements waiting (implicit mode: accept everything handed out)
-        now, by ShareAcknowledge, and return each partition's outcome (None: done)."""
+        now, by ShareAcknowledge, and return each partition's outcome (None: done), as Java's
+        ``commitSync()``; ``acknowledgement_callback`` gets it too (with the outcomes of
+        acknowledgements sent by earlier polls not reported yet)."""
         self._check_usable()
         if not self._explicit:
             self._book.acknowledge_all(AcknowledgeType.ACCEPT)
-        results, _ = await self._fetcher.acknowledge()
-        return results
+        if self._acking is not None and not self._acking.done():
+            await asyncio.shield(self._acking)
+        outcome = await self._fetcher.acknowledge()
+        self._fetcher.ack_results.append(outcome)
+        self._report_ack_results()
+        return outcome[0]
 
     async def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
@@ -317,29 +334,38 @@ class AIOKafkaShareConsumer:
             raise self._membership.error
 
     def _raise_pending(self) -> None:
+        self._report_ack_results()
         fetcher = self._fetcher
-        if fetcher.ack_results:
-            outcomes, fetcher.ack_results = fetcher.ack_results, []
-            self._deliver_ack_results(outcomes)
         if fetcher.errors:
             raise fetcher.errors.pop(0)
 
-    def _deliver_ack_results(self, outcomes: list[AckResults]) -> None:
-        failed: dict[TopicPartition, BaseException | None] = {}
-        offsets: dict[TopicPartition, list[int]] = {}
-        for results, offs in outcomes:
+    def _report_ack_results(self) -> None:
+        """Hand the acknowledgement outcomes gathered since the last call to
+        ``acknowledgement_callback`` (as Java's AcknowledgementCommitCallback: from the poll,
+        commit() and stop()); without one, failures are logged. Never raised: the records of a
+        failed acknowledgement go back to the group (their locks expired, or their session
+        ended) and are delivered again."""
+        pending = self._fetcher.ack_results
+        while pending:
+            results, offsets = pending.pop(0)
+            keep = {tp: exc for tp, exc in results.items() if offsets.get(tp)}
+            if not keep:
+                continue  # gap-only acknowledgements: bookkeeping
+            offs = {tp: offsets[tp] for tp in keep}
             if self._callback is not None:
-                self._callback(results, offs)
-                continue
-            for tp, exc in results.items():
-                if exc is not None:
-                    failed[tp] = exc
-                    offsets.setdefault(tp, []).extend(offs.get(tp, ()))
-        if failed:
-            raise ShareAcknowledgementError(failed, offsets)
+                self._callback(keep, offs)
+            elif any(exc is not None for exc in keep.values()):
+                log.warning(
+                    "share consumer %s: %s (the records are delivered again; pass "
+                    "acknowledgement_callback to handle this)",
+                    self._group_id,
+                    ShareAcknowledgementError(keep, offs),
+                )
 
     async def _poll(self, timeout_s: float | None, max_records: int) -> list[ShareConsumerRecord]:
         self._check_usable()
+        if not self._topics:
+            raise Errors.IllegalStateError("share consumer is not subscribed to any topics")
         book = self._book
         if self._explicit:
             n = book.unacknowledged()
@@ -350,6 +376,7 @@ class AIOKafkaShareConsumer:
                 )
         else:
             book.acknowledge_all(AcknowledgeType.ACCEPT)
+        self._send_acknowledgements()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             self._raise_pending()
@@ -387,6 +414,18 @@ class AIOKafkaShareConsumer:
                 if deadline is not None:
                     pause = min(pause, max(0.0, deadline - time.monotonic()))
                 await asyncio.sleep(pause)
+
+    def _send_acknowledgements(self) -> None:
+        """As Java, acknowledgements go at every poll: with the next fetch when one is due
+        (the buffer is empty), else now by ShareAcknowledge (with ``getone()`` or a small
+        ``max_poll_records`` the buffer may last longer than the records' locks)."""
+        if not self._book.pending or not self._fetcher.buffer:
+            return
+        if self._acking is not None and not self._acking.done():
+            return  # the next poll sends these
+        if self._round is not None and not self._round.done():
+            return  # a prefetch is out: the next poll sends these
+        self._acking = asyncio.ensure_future(self._fetcher.acknowledge_pending())
 
     def _hand_out(self, n: int) -> list[ShareConsumerRecord]:
         buf = self._fetcher.buffer
