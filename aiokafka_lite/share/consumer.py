@@ -4,7 +4,9 @@ Wires three objects together: :class:`~.membership.ShareMembership` (the ShareGr
 loop, the assignment), :class:`~.fetcher.ShareFetcher` (share sessions per leader, decoded
 acquired records) and :class:`~.acks.AckBook` (records handed out, acknowledgements to send).
 A poll fetches only when no decoded record is left, so records are not held (locked) in the
-client longer than the application needs.
+client longer than the application needs; its acknowledgements go with that fetch, or by
+ShareAcknowledge when records are left to hand out. The lifecycle and acknowledgement timing
+follow Java's ``KafkaShareConsumer`` (``tests/test_share_lifecycle_java.py`` runs both).
 """
 
 from __future__ import annotations
@@ -42,14 +44,21 @@ class AIOKafkaShareConsumer:
     acknowledged on its own (accept, release for redelivery, reject).
 
     ``acknowledgement_mode``: ``"implicit"`` (default: every record a poll handed out is
-    accepted by the next poll, ``commit()`` or ``stop()``) or ``"explicit"`` (call
-    :meth:`acknowledge` for each record before the next poll; ``stop()`` releases the
-    unacknowledged ones). ``max_poll_records`` bounds each poll and each fetch (with
-    ``strict_max_poll_records=True`` the broker acquires no more than that, KIP-1206).
-    ``acknowledgement_callback(results, offsets)``: receives the outcome of acknowledgements
-    sent with fetches (``{partition: error or None}``, ``{partition: offsets}``); without it a
-    failed one is raised by the next poll as :class:`ShareAcknowledgementError`.
-    The connection, security and ``hooks`` arguments are :class:`AIOKafkaConsumer`'s.
+    accepted by the next poll or ``commit()``; ``stop()`` right after a poll gives its records
+    back, as Java's ``close()``) or ``"explicit"`` (call :meth:`acknowledge` for each record
+    before the next poll; ``stop()`` gives back the unacknowledged ones). Acknowledgements go
+    at every poll (with the fetch when one is due, else by ShareAcknowledge), so the records of
+    a long buffer (``getone()``, a small ``max_poll_records``) keep their locks.
+    ``max_poll_records`` bounds each poll and each fetch (with ``strict_max_poll_records=True``
+    the broker acquires no more than that, KIP-1206).
+    ``acknowledgement_callback(results, offsets)``: Java's AcknowledgementCommitCallback, called
+    from the polls, ``commit()`` and ``stop()`` with the outcome of the acknowledgements sent
+    (``{partition: error or None}``, ``{partition: offsets}``); failures are never raised by a
+    poll (their records come back to the group) and, without a callback, are logged as
+    warnings. A member heartbeats only while subscribed: ``start()`` before ``subscribe()``
+    is fine, ``unsubscribe()`` leaves the group; polling while unsubscribed raises
+    IllegalStateError. The connection, security and ``hooks`` arguments are
+    :class:`AIOKafkaConsumer`'s.
     """
 
     def __init__(
@@ -161,8 +170,8 @@ class AIOKafkaShareConsumer:
         of the polls before the last one) are sent, then the share sessions close, which gives
         every record still acquired back to the group: the records of the last poll that were
         not acknowledged (in implicit mode all of them: a poll's records count as processed
-        only once the next poll, :meth:`commit` or :meth:`commit_async`... is called) and
-        those fetched but never handed out. They are delivered again (to any member) with
+        only once the next poll or :meth:`commit` ran) and those fetched but never handed
+        out. They are delivered again (to any member) with
         ``delivery_count`` + 1. ``async with`` exited by an exception does the same.
         The outcome of the acknowledgements goes to ``acknowledgement_callback`` (failures
         are logged without one)."""
