@@ -395,3 +395,65 @@ async def test_a_fenced_member_joins_again(broker, new_topic, code):
         assert await lite.commit() == {TopicPartition(topic, 0): None}
     assert first == list(range(N))
     assert second == list(range(N, 2 * N))
+
+
+async def test_acknowledgements_go_at_every_poll_as_java(broker, new_topic):
+    """Nine records, one record batch each; aiokafka_lite takes them one at a time
+    (``getone()``) over fetches of three (``max_poll_records=3``; implicit mode prefetches the
+    next three when the buffer runs dry), 3.4 s of work each, against a 15 s lock. Each poll
+    sends the previous record's acceptance (with the fetch, or a ShareAcknowledge while
+    records are buffered), so every record is accepted 3.4 to 13.6 s after it was acquired:
+    no acknowledgement fails and nothing comes back. Java, one record a poll
+    (``max.poll.records=1``), does the same. (Before: the acceptance of each fetch's last
+    record waited until the next fetch's three were handed out: 17 s, its lock had expired.)
+
+    A record's lock runs from its acquisition, not from its hand-out: records waiting in the
+    buffer longer than the lock expire whatever the acknowledgement timing, so the fetches are
+    kept small enough here (``max_poll_records``) for the work to fit."""
+    await _need_java(broker)
+    topic = await new_topic(partitions=1)
+    lock = {"share_record_lock_duration_ms": str(MIN_LOCK_MS)}
+    gj, gl = [await _group(broker, f"every-{who}", **lock) for who in ("java", "lite")]
+    n, work_s = 9, 3.4
+    await produce_values(broker.bootstrap, topic, [b"%d" % i for i in range(n)])
+
+    def java_side() -> tuple[list[tuple[int, int]], set[int], list[str]]:
+        with ShareScript(
+            broker.bootstrap, gj, mode="implicit", max_poll_records=1, callback=True
+        ) as java:
+            java.do(f"subscribe {topic}")
+            got = _java_poll_until(java, 1)
+            while len(got) < n:
+                java.do(f"sleep {int(work_s * 1000)}")
+                got += _java_records(java.do("poll 1000"))
+            java.do(f"sleep {int(work_s * 1000)}")
+            java.do("commit")
+            java.do("close")
+            acked, errors = _java_acked(java)
+        return [(r["offset"], r["delivery_count"]) for r in got], acked, errors
+
+    async def lite_side() -> tuple[list[tuple[int, int]], set[int], list[str]]:
+        heard = _Heard()
+        got = []
+        async with AIOKafkaShareConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=gl,
+            max_poll_records=3,
+            acknowledgement_callback=heard,
+        ) as lite:
+            while len(got) < n:
+                got.append(await asyncio.wait_for(lite.getone(), 60))
+                await asyncio.sleep(work_s)  # the application's work on it
+            await lite.commit()
+        acked, errors = heard.acked()
+        return [(r.offset, r.delivery_count) for r in got], acked, errors
+
+    java, lite = await asyncio.gather(asyncio.to_thread(java_side), lite_side())
+    java_back, lite_back = await asyncio.gather(
+        *(_what_comes_back(broker.bootstrap, topic, g) for g in (gj, gl))
+    )
+    expected = ([(o, 1) for o in range(n)], set(range(n)), [])
+    assert java == expected
+    assert lite == expected
+    assert java_back == lite_back == []
