@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -386,13 +385,14 @@ class AIOKafkaShareConsumer:
         else:
             book.acknowledge_all(AcknowledgeType.ACCEPT)
         self._send_acknowledgements()
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        now = asyncio.get_running_loop().time  # the clock of every retry budget (ops.Deadline)
+        deadline = None if timeout_s is None else now() + timeout_s
         while True:
             self._raise_pending()
             fetcher = self._fetcher
             if fetcher.buffer:
                 return self._hand_out(max_records)
-            remaining = None if deadline is None else deadline - time.monotonic()
+            remaining = None if deadline is None else deadline - now()
             if remaining is not None and remaining < 0:
                 return []
             assigned = self._membership.assignment()
@@ -401,7 +401,7 @@ class AIOKafkaShareConsumer:
                 wait = self._backoff_s * 5 if remaining is None else min(remaining, 0.5)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._assigned.wait(), max(wait, 0.001))
-                if remaining is not None and deadline is not None and time.monotonic() >= deadline:
+                if remaining is not None and deadline is not None and now() >= deadline:
                     self._raise_pending()
                     return self._hand_out(max_records) if fetcher.buffer else []
                 continue
@@ -411,17 +411,17 @@ class AIOKafkaShareConsumer:
                 if remaining is not None:
                     max_wait = max(0, min(max_wait, int(remaining * 1000)))
                 rnd = self._round = asyncio.ensure_future(fetcher.fetch_round(assigned, max_wait))
-            started = time.monotonic()
+            started = now()
             # asyncio.wait neither cancels the round when this poll is cancelled or times out:
             # its records wait for the next poll (they are acquired: dropping them would hold
             # them until their lock expires)
             await asyncio.wait([rnd], timeout=remaining)
             if rnd.done() and not rnd.cancelled():
                 rnd.result()  # a failure of the round itself surfaces here
-            if not fetcher.buffer and time.monotonic() - started < self._backoff_s:
+            if not fetcher.buffer and now() - started < self._backoff_s:
                 pause = self._backoff_s
                 if deadline is not None:
-                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                    pause = min(pause, max(0.0, deadline - now()))
                 await asyncio.sleep(pause)
 
     def _send_acknowledgements(self) -> None:
