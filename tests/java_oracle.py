@@ -47,6 +47,7 @@ __all__ = [
     "create_topic",
     "GroupMember",
     "ShareMember",
+    "ShareScript",
 ]
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
@@ -702,6 +703,54 @@ class ShareMember(GroupMember):
     ) -> None:
         super().__init__(bootstrap, topic, group, run_ms=run_ms, kafka_version=kafka_version)
         self.args = _options(bootstrap=bootstrap, topic=topic, group=group, run_ms=run_ms)
+
+
+class ShareScript(GroupMember):
+    """A Java ``KafkaShareConsumer`` driven one command at a time (``ShareScript.java``):
+    :meth:`do` sends a command (``"subscribe T"``, ``"poll 2000"``, ``"ack 3 RELEASE"``,
+    ``"commit"``, ``"close"``, ...) and returns what it printed until the command was done
+    (records, ``polled`` / ``commit`` / ``ack_callback`` / ``error`` events). Nothing is
+    subscribed at start: send ``subscribe`` first (or later, for the start-then-subscribe
+    scenario)."""
+
+    command = "share-member"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        *,
+        mode: str = "implicit",
+        max_poll_records: int | None = None,
+        callback: bool = False,
+        kafka_version: str | None = None,
+    ) -> None:
+        super().__init__(bootstrap, "-", group, kafka_version=kafka_version)
+        self.args = _options(
+            script=True,
+            bootstrap=bootstrap,
+            group=group,
+            mode=mode,
+            max_poll_records=max_poll_records,
+            callback=callback,
+        )
+
+    def do(self, command: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Run ``command``; the lines it printed (the final ``done`` left out)."""
+        process = self.process
+        if process is None or process.stdin is None:
+            raise RuntimeError("ShareScript was not started")
+        start = len(self.lines)
+        done = sum(1 for e in self.events if e["event"] == "done")
+        process.stdin.write(command.encode() + b"\n")
+        process.stdin.flush()
+        self.wait_for(
+            lambda m: sum(1 for e in m.events if e["event"] == "done") > done,
+            timeout + JVM_SLACK,
+            f"end of {command!r}",
+        )
+        out = self.lines[start:]
+        return [line for line in out if line.get("event") != "done"]
 
 
 def share_group_view(

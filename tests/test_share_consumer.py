@@ -17,6 +17,7 @@ UnsupportedVersionError, which one test checks.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -434,12 +435,11 @@ async def test_renew_keeps_a_slow_record(broker, new_topic):
     assert isinstance(results[TopicPartition(topic, 1)], Errors.InvalidRecordStateError)
 
 
-async def test_failed_acknowledgement_sent_with_a_fetch_is_raised(broker, new_topic):
+async def test_failed_acknowledgement_is_logged_not_raised(broker, new_topic, caplog):
     """An ACCEPT for a record whose lock expired rides on the next fetch; the broker refuses
-    it (INVALID_RECORD_STATE) and the poll raises ShareAcknowledgementError naming the
-    partition and offset; the consumer goes on (the record comes back, delivery_count 2)."""
-    from aiokafka_lite.share import ShareAcknowledgementError
-
+    it (INVALID_RECORD_STATE): with no acknowledgement_callback the failure is logged as a
+    warning naming the partition and offset, never raised (an ``async for`` loop goes on, as a
+    Java poll does), and the record comes back (delivery_count 2)."""
     await need_share_groups(broker)
     topic = await new_topic(partitions=1)
     group = _group()
@@ -460,12 +460,13 @@ async def test_failed_acknowledgement_sent_with_a_fetch_is_raised(broker, new_to
         (rec,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30)
         await asyncio.sleep(MIN_LOCK_MS / 1000 + 2)  # the point: the lock expires meanwhile
         consumer.acknowledge(rec, AcknowledgeType.ACCEPT)
-        with pytest.raises(ShareAcknowledgementError) as failed:
-            await _poll_until(consumer, lambda g: False, 30)
-        assert isinstance(failed.value.results[tp], Errors.InvalidRecordStateError)
-        assert failed.value.offsets == {tp: [rec.offset]}
-        (again,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30, consumer.acknowledge)
+        with caplog.at_level(logging.WARNING, logger="aiokafka_lite.share.consumer"):
+            again = await asyncio.wait_for(consumer.__anext__(), 30)
         assert (again.offset, again.delivery_count) == (rec.offset, 2)
+        warned = [r.getMessage() for r in caplog.records if "acknowledgements failed" in r.message]
+        assert len(warned) == 1, caplog.text
+        assert f"{topic}-0" in warned[0] and "InvalidRecordStateError" in warned[0]
+        consumer.acknowledge(again)
         assert await consumer.commit() == {tp: None}
 
 

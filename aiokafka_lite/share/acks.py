@@ -54,7 +54,8 @@ class ShareConsumerRecord(ConsumerRecord[Any, Any]):
 
 
 class ShareAcknowledgementError(Errors.KafkaError):
-    """Acknowledgements the broker refused or that could not be delivered.
+    """Acknowledgements the broker refused or that could not be delivered (the warning a
+    share consumer without ``acknowledgement_callback`` logs; never raised by a poll).
 
     ``results`` maps each partition to the error of its acknowledgements (None: accepted) and
     ``offsets`` to the offsets concerned, so no failed acknowledgement goes unreported."""
@@ -143,6 +144,12 @@ class AckBook:
             pend = self.pending.setdefault(tp, {})
             for off in offsets:
                 pend[off] = int(kind)
+        self.delivered.clear()
+        self.renewed.clear()
+
+    def drop_delivered(self) -> None:
+        """Forget the delivered records not acknowledged (stop(): the session's close gives
+        them back to the group)."""
         self.delivered.clear()
         self.renewed.clear()
 

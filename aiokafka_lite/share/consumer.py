@@ -4,7 +4,9 @@ Wires three objects together: :class:`~.membership.ShareMembership` (the ShareGr
 loop, the assignment), :class:`~.fetcher.ShareFetcher` (share sessions per leader, decoded
 acquired records) and :class:`~.acks.AckBook` (records handed out, acknowledgements to send).
 A poll fetches only when no decoded record is left, so records are not held (locked) in the
-client longer than the application needs.
+client longer than the application needs; its acknowledgements go with that fetch, or by
+ShareAcknowledge when records are left to hand out. The lifecycle and acknowledgement timing
+follow Java's ``KafkaShareConsumer`` (``tests/test_share_lifecycle_java.py`` runs both).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,7 +25,7 @@ from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.structs import TopicPartition
 
 from .acks import AckBook, AcknowledgeType, ShareAcknowledgementError, ShareConsumerRecord
-from .fetcher import AckResults, ShareFetcher
+from .fetcher import ShareFetcher
 from .membership import ShareMembership
 
 __all__ = ["AIOKafkaShareConsumer"]
@@ -42,14 +43,21 @@ class AIOKafkaShareConsumer:
     acknowledged on its own (accept, release for redelivery, reject).
 
     ``acknowledgement_mode``: ``"implicit"`` (default: every record a poll handed out is
-    accepted by the next poll, ``commit()`` or ``stop()``) or ``"explicit"`` (call
-    :meth:`acknowledge` for each record before the next poll; ``stop()`` releases the
-    unacknowledged ones). ``max_poll_records`` bounds each poll and each fetch (with
-    ``strict_max_poll_records=True`` the broker acquires no more than that, KIP-1206).
-    ``acknowledgement_callback(results, offsets)``: receives the outcome of acknowledgements
-    sent with fetches (``{partition: error or None}``, ``{partition: offsets}``); without it a
-    failed one is raised by the next poll as :class:`ShareAcknowledgementError`.
-    The connection, security and ``hooks`` arguments are :class:`AIOKafkaConsumer`'s.
+    accepted by the next poll or ``commit()``; ``stop()`` right after a poll gives its records
+    back, as Java's ``close()``) or ``"explicit"`` (call :meth:`acknowledge` for each record
+    before the next poll; ``stop()`` gives back the unacknowledged ones). Acknowledgements go
+    at every poll (with the fetch when one is due, else by ShareAcknowledge), so the records of
+    a long buffer (``getone()``, a small ``max_poll_records``) keep their locks.
+    ``max_poll_records`` bounds each poll and each fetch (with ``strict_max_poll_records=True``
+    the broker acquires no more than that, KIP-1206).
+    ``acknowledgement_callback(results, offsets)``: Java's AcknowledgementCommitCallback, called
+    from the polls, ``commit()`` and ``stop()`` with the outcome of the acknowledgements sent
+    (``{partition: error or None}``, ``{partition: offsets}``); failures are never raised by a
+    poll (their records come back to the group) and, without a callback, are logged as
+    warnings. A member heartbeats only while subscribed: ``start()`` before ``subscribe()``
+    is fine, ``unsubscribe()`` leaves the group; polling while unsubscribed raises
+    IllegalStateError. The connection, security and ``hooks`` arguments are
+    :class:`AIOKafkaConsumer`'s.
     """
 
     def __init__(
@@ -126,6 +134,8 @@ class AIOKafkaShareConsumer:
             on_acknowledge=self._hooks.on_acknowledge,
         )
         self._round: asyncio.Task[None] | None = None
+        #: acknowledgements sent by a poll that had records to hand out (no fetch due)
+        self._acking: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
 
@@ -154,10 +164,16 @@ class AIOKafkaShareConsumer:
         self._membership.start()
 
     async def stop(self) -> None:
-        """Acknowledge (implicit mode: accept; explicit: release) what was handed out and not
-        acknowledged, release the records fetched but never handed out, close the share
-        sessions and leave the group. Failed acknowledgements are logged (commit() first to
-        see them)."""
+        """Leave the share group, as Java's ``KafkaShareConsumer.close()``: the
+        acknowledgements made (explicit mode: :meth:`acknowledge`; implicit mode: the records
+        of the polls before the last one) are sent, then the share sessions close, which gives
+        every record still acquired back to the group: the records of the last poll that were
+        not acknowledged (in implicit mode all of them: a poll's records count as processed
+        only once the next poll or :meth:`commit` ran) and those fetched but never handed
+        out. They are delivered again (to any member) with
+        ``delivery_count`` + 1. ``async with`` exited by an exception does the same.
+        The outcome of the acknowledgements goes to ``acknowledgement_callback`` (failures
+        are logged without one)."""
         if self._closed:
             return
         self._closed = True
@@ -171,31 +187,32 @@ class AIOKafkaShareConsumer:
                 if not self._round.done():
                     self._round.cancel()
                     await asyncio.gather(self._round, return_exceptions=True)
-            self._book.acknowledge_all(
-                AcknowledgeType.RELEASE if self._explicit else AcknowledgeType.ACCEPT
-            )
-            for r in self._fetcher.buffer:
-                self._book.pending.setdefault(TopicPartition(r.topic, r.partition), {})[
-                    r.offset
-                ] = int(AcknowledgeType.RELEASE)
+            if self._acking is not None:
+                with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
+                    await asyncio.wait_for(asyncio.shield(self._acking), timeout)
+                if not self._acking.done():
+                    self._acking.cancel()
+                    await asyncio.gather(self._acking, return_exceptions=True)
+            # not acknowledged, and not sent: the sessions' close releases them (as Java)
+            self._book.drop_delivered()
             self._fetcher.buffer.clear()
             self._membership.cancel()
             try:
-                results, offsets = await asyncio.wait_for(
-                    self._fetcher.acknowledge(final=True), timeout
-                )
+                outcome = await asyncio.wait_for(self._fetcher.acknowledge(final=True), timeout)
             except (Errors.KafkaError, asyncio.TimeoutError) as exc:
                 log.warning(
                     "share consumer %s: closing the sessions failed: %r", self._group_id, exc
                 )
             else:
-                failed = {tp: e for tp, e in results.items() if e is not None and offsets.get(tp)}
-                if failed:
-                    log.warning(
-                        "share consumer %s: acknowledgements at stop failed: %s",
-                        self._group_id,
-                        ShareAcknowledgementError(failed, offsets),
-                    )
+                self._fetcher.ack_results.append(outcome)
+            try:
+                self._report_ack_results()
+            except Exception as exc:  # the application's callback: stop() goes on
+                log.warning(
+                    "share consumer %s: acknowledgement_callback raised at stop: %r",
+                    self._group_id,
+                    exc,
+                )
             await self._membership.leave(timeout)
         finally:
             await self._client.close()
@@ -206,8 +223,9 @@ class AIOKafkaShareConsumer:
         if getattr(self, "_started", False) and not getattr(self, "_closed", True):
             self._closed = True
             self._membership.cancel()
-            if self._round is not None:
-                self._round.cancel()
+            for task in (self._round, self._acking):
+                if task is not None:
+                    task.cancel()
             self._client.abandon()
             _warn(f"Unclosed AIOKafkaShareConsumer {self!r}", ResourceWarning, source=self)
 
@@ -231,7 +249,8 @@ class AIOKafkaShareConsumer:
             self._membership.subscribe(self._topics)
 
     def unsubscribe(self) -> None:
-        """Leave every topic (the member stays in the group with nothing assigned)."""
+        """Leave every topic, and the group (as Java: a member without topics does not
+        heartbeat); :meth:`subscribe` joins again. A poll meanwhile raises IllegalStateError."""
         self.subscribe(())
 
     def subscription(self) -> set[str]:
@@ -271,12 +290,18 @@ class AIOKafkaShareConsumer:
 
     async def commit(self) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements waiting (implicit mode: accept everything handed out)
-        now, by ShareAcknowledge, and return each partition's outcome (None: done)."""
+        now, by ShareAcknowledge, and return each partition's outcome (None: done), as Java's
+        ``commitSync()``; ``acknowledgement_callback`` gets it too (with the outcomes of
+        acknowledgements sent by earlier polls not reported yet)."""
         self._check_usable()
         if not self._explicit:
             self._book.acknowledge_all(AcknowledgeType.ACCEPT)
-        results, _ = await self._fetcher.acknowledge()
-        return results
+        if self._acking is not None and not self._acking.done():
+            await asyncio.shield(self._acking)
+        outcome = await self._fetcher.acknowledge()
+        self._fetcher.ack_results.append(outcome)
+        self._report_ack_results()
+        return outcome[0]
 
     async def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
@@ -317,29 +342,38 @@ class AIOKafkaShareConsumer:
             raise self._membership.error
 
     def _raise_pending(self) -> None:
+        self._report_ack_results()
         fetcher = self._fetcher
-        if fetcher.ack_results:
-            outcomes, fetcher.ack_results = fetcher.ack_results, []
-            self._deliver_ack_results(outcomes)
         if fetcher.errors:
             raise fetcher.errors.pop(0)
 
-    def _deliver_ack_results(self, outcomes: list[AckResults]) -> None:
-        failed: dict[TopicPartition, BaseException | None] = {}
-        offsets: dict[TopicPartition, list[int]] = {}
-        for results, offs in outcomes:
+    def _report_ack_results(self) -> None:
+        """Hand the acknowledgement outcomes gathered since the last call to
+        ``acknowledgement_callback`` (as Java's AcknowledgementCommitCallback: from the poll,
+        commit() and stop()); without one, failures are logged. Never raised: the records of a
+        failed acknowledgement go back to the group (their locks expired, or their session
+        ended) and are delivered again."""
+        pending = self._fetcher.ack_results
+        while pending:
+            results, offsets = pending.pop(0)
+            keep = {tp: exc for tp, exc in results.items() if offsets.get(tp)}
+            if not keep:
+                continue  # gap-only acknowledgements: bookkeeping
+            offs = {tp: offsets[tp] for tp in keep}
             if self._callback is not None:
-                self._callback(results, offs)
-                continue
-            for tp, exc in results.items():
-                if exc is not None:
-                    failed[tp] = exc
-                    offsets.setdefault(tp, []).extend(offs.get(tp, ()))
-        if failed:
-            raise ShareAcknowledgementError(failed, offsets)
+                self._callback(keep, offs)
+            elif any(exc is not None for exc in keep.values()):
+                log.warning(
+                    "share consumer %s: %s (the records are delivered again; pass "
+                    "acknowledgement_callback to handle this)",
+                    self._group_id,
+                    ShareAcknowledgementError(keep, offs),
+                )
 
     async def _poll(self, timeout_s: float | None, max_records: int) -> list[ShareConsumerRecord]:
         self._check_usable()
+        if not self._topics:
+            raise Errors.IllegalStateError("share consumer is not subscribed to any topics")
         book = self._book
         if self._explicit:
             n = book.unacknowledged()
@@ -350,13 +384,15 @@ class AIOKafkaShareConsumer:
                 )
         else:
             book.acknowledge_all(AcknowledgeType.ACCEPT)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self._send_acknowledgements()
+        now = asyncio.get_running_loop().time  # the clock of every retry budget (ops.Deadline)
+        deadline = None if timeout_s is None else now() + timeout_s
         while True:
             self._raise_pending()
             fetcher = self._fetcher
             if fetcher.buffer:
                 return self._hand_out(max_records)
-            remaining = None if deadline is None else deadline - time.monotonic()
+            remaining = None if deadline is None else deadline - now()
             if remaining is not None and remaining < 0:
                 return []
             assigned = self._membership.assignment()
@@ -365,7 +401,7 @@ class AIOKafkaShareConsumer:
                 wait = self._backoff_s * 5 if remaining is None else min(remaining, 0.5)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._assigned.wait(), max(wait, 0.001))
-                if remaining is not None and deadline is not None and time.monotonic() >= deadline:
+                if remaining is not None and deadline is not None and now() >= deadline:
                     self._raise_pending()
                     return self._hand_out(max_records) if fetcher.buffer else []
                 continue
@@ -375,18 +411,30 @@ class AIOKafkaShareConsumer:
                 if remaining is not None:
                     max_wait = max(0, min(max_wait, int(remaining * 1000)))
                 rnd = self._round = asyncio.ensure_future(fetcher.fetch_round(assigned, max_wait))
-            started = time.monotonic()
+            started = now()
             # asyncio.wait neither cancels the round when this poll is cancelled or times out:
             # its records wait for the next poll (they are acquired: dropping them would hold
             # them until their lock expires)
             await asyncio.wait([rnd], timeout=remaining)
             if rnd.done() and not rnd.cancelled():
                 rnd.result()  # a failure of the round itself surfaces here
-            if not fetcher.buffer and time.monotonic() - started < self._backoff_s:
+            if not fetcher.buffer and now() - started < self._backoff_s:
                 pause = self._backoff_s
                 if deadline is not None:
-                    pause = min(pause, max(0.0, deadline - time.monotonic()))
+                    pause = min(pause, max(0.0, deadline - now()))
                 await asyncio.sleep(pause)
+
+    def _send_acknowledgements(self) -> None:
+        """As Java, acknowledgements go at every poll: with the next fetch when one is due
+        (the buffer is empty), else now by ShareAcknowledge (with ``getone()`` or a small
+        ``max_poll_records`` the buffer may last longer than the records' locks)."""
+        if not self._book.pending or not self._fetcher.buffer:
+            return
+        if self._acking is not None and not self._acking.done():
+            return  # the next poll sends these
+        if self._round is not None and not self._round.done():
+            return  # a prefetch is out: the next poll sends these
+        self._acking = asyncio.ensure_future(self._fetcher.acknowledge_pending())
 
     def _hand_out(self, n: int) -> list[ShareConsumerRecord]:
         buf = self._fetcher.buffer

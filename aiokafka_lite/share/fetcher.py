@@ -336,6 +336,11 @@ class ShareFetcher:
             self._emit_ack((results, offsets))
         return results, offsets
 
+    async def acknowledge_pending(self) -> None:
+        """Send the waiting acknowledgements by ShareAcknowledge (a poll with records still
+        to hand out: no fetch is due); the results go to ``ack_results``."""
+        self.ack_results.append(await self.acknowledge())
+
     async def _acknowledge_locked(
         self,
         node: int,

@@ -8,8 +8,14 @@ member lost its place, drops its assignment and joins again with epoch 0. Leavin
 heartbeat with epoch -1. A fatal error (authorization, a classic group of the same name) is
 kept and raised by the consumer's next poll.
 
+As Java's share consumer, a member heartbeats only while it is subscribed to something: the
+loop starts with the first non-empty subscription (a heartbeat with no topics is refused with
+INVALID_REQUEST) and an empty one (``unsubscribe()``) leaves the group; subscribing again
+joins with epoch 0 (same member id).
+
 States: ``unjoined`` (epoch 0, no assignment) -> ``stable`` (epoch > 0, heartbeating) ->
-``unjoined`` (fenced) ... -> ``leaving`` -> ``left``; ``fatal`` from any of them.
+``unjoined`` (fenced) ... -> ``leaving`` -> ``left`` (-> ``unjoined`` on a new subscription);
+``fatal`` from any of them.
 """
 
 from __future__ import annotations
@@ -65,6 +71,10 @@ class ShareMembership:
         self._on_assignment = on_assignment
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: a leave (unsubscribe) still under way: a new join waits for it
+        self._leaving: asyncio.Task[None] | None = None
+        #: start() was called: a subscription change starts or stops the loop
+        self._active = False
         #: a fatal error, raised by the consumer's next poll
         self.error: BaseException | None = None
         #: set once the first assignment (maybe empty) arrived
@@ -78,8 +88,16 @@ class ShareMembership:
         return self._topics
 
     def subscribe(self, topics: frozenset[str]) -> None:
-        """Change the subscription; the next heartbeat (sent now) carries it."""
+        """Change the subscription; the next heartbeat (sent now) carries it. Once started,
+        the first topics start the heartbeats (joining) and no topics leave the group."""
         self._topics = topics
+        if self._active:
+            if topics:
+                self._ensure_running()
+            elif self._task is not None:
+                self._drop_assignment()  # at once, as Java's unsubscribe()
+                task, self._task = self._task, None
+                self._leaving = asyncio.ensure_future(self._leave_after(task))
         self._wake.set()
 
     def assignment(self) -> set[TopicPartition]:
@@ -101,11 +119,27 @@ class ShareMembership:
     # -- the loop --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start heartbeating (joining first)."""
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        """Start heartbeating (joining first) as soon as something is subscribed."""
+        self._active = True
+        if self._topics:
+            self._ensure_running()
 
-    async def _run(self) -> None:
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run(self._leaving))
+
+    async def _leave_after(self, task: asyncio.Task[None]) -> None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await self._send_leave(self._client.timeouts.request_ms / 1000)
+
+    async def _run(self, leaving: asyncio.Task[None] | None = None) -> None:
+        if leaving is not None:  # unsubscribed, then subscribed again: leave first
+            await asyncio.gather(leaving, return_exceptions=True)
+        if self.state == "left":
+            self.epoch = 0
+            self.state = "unjoined"
+            self._topics_sent = None
         backoff = self._client.retry_backoff_ms / 1000
         while True:
             pause = self._interval_s
@@ -175,12 +209,21 @@ class ShareMembership:
 
     async def leave(self, timeout_s: float) -> None:
         """Stop heartbeating and leave the group (epoch -1), waiting at most ``timeout_s``."""
+        self._active = False
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        leaving, self._leaving = self._leaving, None
+        if leaving is not None:
+            await asyncio.gather(leaving, return_exceptions=True)
+        await self._send_leave(timeout_s)
+
+    async def _send_leave(self, timeout_s: float) -> None:
         if self.epoch <= 0 or self.state == "fatal":
-            self.state = "left"
+            if self.state != "fatal":
+                self.state = "left"
+            self._drop_assignment()
             return
         self.state = "leaving"
         request = share_ops.share_heartbeat_request(self.group_id, self.member_id, -1, None)
@@ -198,10 +241,17 @@ class ShareMembership:
             log.info("share group %s: leaving failed: %r", self.group_id, exc)
         self.epoch = -1
         self.state = "left"
-        self._assignment = {}
+        self._drop_assignment()
+
+    def _drop_assignment(self) -> None:
+        if self._assignment:
+            self._assignment = {}
+            self._on_assignment()
 
     def cancel(self) -> Any:
         """Cancel the loop without leaving (the consumer's task is being torn down)."""
+        if self._leaving is not None:
+            self._leaving.cancel()
         if self._task is not None:
             self._task.cancel()
         return self._task

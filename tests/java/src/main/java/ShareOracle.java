@@ -57,6 +57,10 @@ final class ShareOracle {
     }
 
     static void run(String[] args) throws Exception {
+        if (List.of(args).contains("--script")) {
+            ShareScript.run(options(args, "bootstrap", "group"));
+            return;
+        }
         Map<String, String> options = options(args, "bootstrap", "topic", "group");
         long runMs = Long.parseLong(options.getOrDefault("run-ms", "120000"));
         Properties config = new Properties();
@@ -110,7 +114,7 @@ final class ShareOracle {
         line("{\"event\":\"closed\"}");
     }
 
-    private static void line(String text) {
+    static void line(String text) {
         OUT.println(text);
         OUT.flush();
     }
