@@ -57,6 +57,10 @@ final class ShareOracle {
     }
 
     static void run(String[] args) throws Exception {
+        if (args[0].equals("share-script")) {
+            ShareScript.run(args);
+            return;
+        }
         Map<String, String> options = options(args, "bootstrap", "topic", "group");
         long runMs = Long.parseLong(options.getOrDefault("run-ms", "120000"));
         Properties config = new Properties();
