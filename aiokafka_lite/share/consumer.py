@@ -15,7 +15,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._settings import ClientSettings
@@ -32,6 +32,7 @@ __all__ = ["AIOKafkaShareConsumer"]
 log = logging.getLogger(__name__)
 
 _MODES = ("implicit", "explicit")
+_ACQUIRE_MODES = ("batch_optimized", "record_limit")
 AckCallback = Callable[
     [dict[TopicPartition, BaseException | None], dict[TopicPartition, list[int]]], Any
 ]
@@ -44,11 +45,19 @@ class AIOKafkaShareConsumer:
     ``acknowledgement_mode``: ``"implicit"`` (default: every record a poll handed out is
     accepted by the next poll, ``commit()`` or ``stop()``) or ``"explicit"`` (call
     :meth:`acknowledge` for each record before the next poll; ``stop()`` releases the
-    unacknowledged ones). ``max_poll_records`` bounds each poll and each fetch (with
-    ``strict_max_poll_records=True`` the broker acquires no more than that, KIP-1206).
+    unacknowledged ones). ``max_poll_records`` bounds each poll and each fetch.
+    ``share_acquire_mode`` (Java's ``share.acquire.mode``, KIP-1206): ``"batch_optimized"``
+    (default: the broker may acquire whole batches, and in implicit mode the next records are
+    fetched while the application works on a poll's) or ``"record_limit"`` (the member holds
+    at most ``max_poll_records`` acquired records: the broker acquires no more, and nothing is
+    fetched ahead); ``strict_max_poll_records=True`` is the older spelling of the latter.
     ``acknowledgement_callback(results, offsets)``: receives the outcome of acknowledgements
-    sent with fetches (``{partition: error or None}``, ``{partition: offsets}``); without it a
-    failed one is raised by the next poll as :class:`ShareAcknowledgementError`.
+    sent with fetches or by :meth:`commit_async` (``{partition: error or None}``,
+    ``{partition: offsets}``); without it a failed one is raised by the next poll as
+    :class:`ShareAcknowledgementError`.
+    ``max_poll_interval_ms`` (Java's ``max.poll.interval.ms``, default 5 min): a member not
+    polled for that long leaves the group (its partitions go to the others) and joins again
+    at its next poll, as Java's share consumer does.
     The connection, security and ``hooks`` arguments are :class:`AIOKafkaConsumer`'s.
     """
 
@@ -64,6 +73,8 @@ class AIOKafkaShareConsumer:
         acknowledgement_callback: AckCallback | None = None,
         max_poll_records: int = 500,
         strict_max_poll_records: bool = False,
+        share_acquire_mode: str = "batch_optimized",
+        max_poll_interval_ms: int = 300000,
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 52428800,
         fetch_min_bytes: int = 1,
@@ -89,6 +100,12 @@ class AIOKafkaShareConsumer:
             raise Errors.KafkaConfigurationError(
                 f"acknowledgement_mode must be 'implicit' or 'explicit', not {acknowledgement_mode!r}"
             )
+        if share_acquire_mode not in _ACQUIRE_MODES:
+            raise Errors.KafkaConfigurationError(
+                f"share_acquire_mode must be one of {_ACQUIRE_MODES}, not {share_acquire_mode!r}"
+            )
+        #: share.acquire.mode=record_limit (KIP-1206): at most max_poll_records acquired at once
+        self._record_limit = strict_max_poll_records or share_acquire_mode == "record_limit"
         if not isinstance(max_poll_records, int) or max_poll_records < 1:
             raise Errors.KafkaConfigurationError("max_poll_records should be a positive integer")
         self._hooks = HookSet(
@@ -108,7 +125,11 @@ class AIOKafkaShareConsumer:
         self._book = AckBook()
         self._assigned = asyncio.Event()
         self._membership = ShareMembership(
-            self._client, group_id, rack_id=client_rack, on_assignment=self._assigned.set
+            self._client,
+            group_id,
+            rack_id=client_rack,
+            on_assignment=self._assigned.set,
+            max_poll_interval_ms=max_poll_interval_ms,
         )
         self._fetcher = ShareFetcher(
             self._client,
@@ -121,11 +142,12 @@ class AIOKafkaShareConsumer:
             fetch_min_bytes=fetch_min_bytes,
             fetch_max_bytes=fetch_max_bytes,
             max_records=max_poll_records,
-            strict_max_records=strict_max_poll_records,
+            strict_max_records=self._record_limit,
             check_crcs=check_crcs,
             on_acknowledge=self._hooks.on_acknowledge,
         )
         self._round: asyncio.Task[None] | None = None
+        self._async_commits: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
 
@@ -171,6 +193,11 @@ class AIOKafkaShareConsumer:
                 if not self._round.done():
                     self._round.cancel()
                     await asyncio.gather(self._round, return_exceptions=True)
+            if self._async_commits:  # commit_async() answers still out: to the callback
+                await asyncio.wait(set(self._async_commits), timeout=timeout)
+                if self._callback is not None and self._fetcher.ack_results:
+                    outcomes, self._fetcher.ack_results = self._fetcher.ack_results, []
+                    self._deliver_ack_results(outcomes)
             self._book.acknowledge_all(
                 AcknowledgeType.RELEASE if self._explicit else AcknowledgeType.ACCEPT
             )
@@ -256,18 +283,55 @@ class AIOKafkaShareConsumer:
 
     # -- records --------------------------------------------------------------------------
 
+    @overload
     def acknowledge(
-        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
-    ) -> None:
-        """Explicit mode: record how ``record`` (of the latest poll) was processed. Sent with
-        the next fetch or by :meth:`commit`."""
+        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT, /
+    ) -> None: ...
+
+    @overload
+    def acknowledge(
+        self, topic: str, partition: int, offset: int, type: AcknowledgeType, /
+    ) -> None: ...
+
+    def acknowledge(self, record: Any, *args: Any) -> None:
+        """Explicit mode: record how a record of the latest poll was processed. Sent with the
+        next fetch or by :meth:`commit` / :meth:`commit_async`.
+
+        ``acknowledge(record, type=ACCEPT)``: a record the latest poll handed out.
+        ``acknowledge(topic, partition, offset, type)`` (Java's form of the same name): a
+        record the deserializer failed on, named by the
+        :class:`~aiokafka_lite.errors.RecordDeserializationError` the poll raised (it is
+        released unless acknowledged otherwise before the next poll); any other offset raises
+        IllegalStateError, as in Java.
+
+        ``RENEW`` (KIP-1222), as Java 4.4's: the record counts as acknowledged for the next
+        poll, the renewal (an extended acquisition lock) is sent with it, and once the broker
+        answered a later poll hands the record out again (same ``delivery_count``), to be
+        acknowledged once more. Brokers without it (ShareAcknowledge below v2) make RENEW
+        raise UnsupportedVersionError here."""
         if not self._explicit:
             raise Errors.IllegalStateError(
                 "acknowledge() needs acknowledgement_mode='explicit' (implicit mode accepts "
                 "every record on the next poll)"
             )
-        kind = AcknowledgeType(type)
-        self._book.acknowledge(TopicPartition(record.topic, record.partition), record.offset, kind)
+        if isinstance(record, str):
+            if len(args) != 3:
+                raise TypeError("acknowledge(topic, partition, offset, type) takes four arguments")
+            partition, offset, kind = args
+            self._book.acknowledge_failed(
+                TopicPartition(record, partition), offset, AcknowledgeType(kind)
+            )
+            return
+        if len(args) > 1:
+            raise TypeError("acknowledge(record, type) takes at most two arguments")
+        kind = AcknowledgeType(args[0] if args else AcknowledgeType.ACCEPT)
+        if kind is AcknowledgeType.RENEW and not share_ops.supports_renew(self._client):
+            raise Errors.UnsupportedVersionError(
+                "RENEW needs ShareAcknowledge/ShareFetch v2 (KIP-1222, Apache Kafka 4.2+); "
+                "the brokers have an older version"
+            )
+        tp = TopicPartition(record.topic, record.partition)
+        self._book.acknowledge(tp, record.offset, kind, record)
 
     async def commit(self) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements waiting (implicit mode: accept everything handed out)
@@ -277,6 +341,25 @@ class AIOKafkaShareConsumer:
             self._book.acknowledge_all(AcknowledgeType.ACCEPT)
         results, _ = await self._fetcher.acknowledge()
         return results
+
+    def commit_async(self) -> None:
+        """Send the acknowledgements waiting (implicit mode: accept everything handed out)
+        without waiting for the answer, as Java's ``commitAsync``: the outcome goes to the
+        ``acknowledgement_callback`` (called by a later poll, :meth:`commit` or
+        :meth:`stop`)."""
+        self._check_usable()
+        if not self._explicit:
+            self._book.acknowledge_all(AcknowledgeType.ACCEPT)
+        if not any(self._book.pending.values()):
+            return
+        fetcher = self._fetcher
+
+        async def send() -> None:
+            fetcher.ack_results.append(await fetcher.acknowledge())
+
+        task = asyncio.ensure_future(send())
+        self._async_commits.add(task)
+        task.add_done_callback(self._async_commits.discard)
 
     async def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
@@ -350,8 +433,10 @@ class AIOKafkaShareConsumer:
                 )
         else:
             book.acknowledge_all(AcknowledgeType.ACCEPT)
+        book.failed.clear()  # undeserializable records not acknowledged by now stay released
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
+            self._membership.polled()  # (each turn waits at most fetch_max_wait_ms)
             self._raise_pending()
             fetcher = self._fetcher
             if fetcher.buffer:
@@ -393,11 +478,18 @@ class AIOKafkaShareConsumer:
         out = buf[:n]
         del buf[:n]
         self._book.handed_out(out)
-        if not buf and not self._explicit and (self._round is None or self._round.done()):
+        if (
+            not buf
+            and not self._explicit
+            and not self._record_limit
+            and (self._round is None or self._round.done())
+        ):
             # implicit mode, the buffer ran dry: fetch the next records while the application
             # works on these (their acceptance goes with the round after). Not in explicit
             # mode: a record the application releases could be re-acquired by this very fetch
-            # (one more delivery counted against share.delivery.count.limit)
+            # (one more delivery counted against share.delivery.count.limit). Nor with
+            # share_acquire_mode="record_limit": the member holds at most max_poll_records, as
+            # Java's
             assigned = self._membership.assignment()
             if assigned:
                 self._round = asyncio.ensure_future(
