@@ -12,7 +12,9 @@ own codec so it knows which API each response answers. Rules act on chosen respo
 * ``corrupt``: flip a byte inside a Fetch partition's record data (CRC mismatch);
 * ``observe``: change nothing, count the matches (``hits``; ``done`` is set after ``times``);
 * ``cap_version`` (on ApiVersions answers): lower the broker's max version of API
-  ``cap_api_key`` to ``max_version`` (a broker without a newer version of it).
+  ``cap_api_key`` to ``max_version`` (a broker without a newer version of it); meanwhile every
+  API is capped at what the codec reads, and an ApiVersions request newer than the codec is
+  answered UNSUPPORTED_VERSION (as a broker does), so newer clients (Java 4.4) get through.
 
 Rules with ``direction="request"`` act on requests before the broker sees them: ``drop`` (the
 broker never gets it; later requests on the connection still go through), ``delay``, ``cut``,
@@ -199,6 +201,24 @@ class FaultProxy:
                 await writer.drain()
 
     async def _apply_request(self, key: int, version: int, frame: bytes) -> bytes | None:
+        if (
+            key == API.API_VERSIONS
+            and version > m.ApiVersionsRequest.MAX_VERSION
+            and any(r.action == "cap_version" and r.active for r in self.rules)
+        ):
+            # a newer ApiVersions than the codec can rewrite (Java 4.4 sends v5): answer as
+            # a broker without it would (v0, UNSUPPORTED_VERSION, its own range), and the
+            # client asks again with a version the codec knows
+            resp_cls = m.ApiVersionsResponse
+            resp = resp_cls(
+                error_code=35,
+                api_keys=[
+                    resp_cls.ApiVersion(
+                        api_key=key, min_version=0, max_version=m.ApiVersionsRequest.MAX_VERSION
+                    )
+                ],
+            )
+            return _encode_response(m.ApiVersionsRequest, 0, frame[8:12], resp)
         rules = [r for r in self.rules if r.direction == "request" and r.api_key == key]
         rules = [r for r in rules if r.active]
         if not rules:
@@ -310,6 +330,9 @@ class FaultProxy:
                 for k in resp.api_keys:
                     if k.api_key == rule.cap_api_key:
                         k.max_version = min(k.max_version, rule.max_version)
+                    known = REQUESTS_BY_KEY.get(k.api_key)
+                    if known is not None:  # (newer clients: only versions the proxy can read)
+                        k.max_version = min(k.max_version, known.MAX_VERSION)
                 changed = True
             elif rule.action == "drop":
                 return None

@@ -307,8 +307,9 @@ class AIOKafkaShareConsumer:
         ``RENEW`` (KIP-1222), as Java 4.4's: the record counts as acknowledged for the next
         poll, the renewal (an extended acquisition lock) is sent with it, and once the broker
         answered a later poll hands the record out again (same ``delivery_count``), to be
-        acknowledged once more. Brokers without it (ShareAcknowledge below v2) make RENEW
-        raise UnsupportedVersionError here."""
+        acknowledged once more. Brokers without it (ShareAcknowledge below v2): the renewal
+        is not sent and its outcome is UnsupportedVersionError (to the acknowledgement callback,
+        or :meth:`commit`'s result), the record is not handed out again, as in Java."""
         if not self._explicit:
             raise Errors.IllegalStateError(
                 "acknowledge() needs acknowledgement_mode='explicit' (implicit mode accepts "
@@ -325,11 +326,6 @@ class AIOKafkaShareConsumer:
         if len(args) > 1:
             raise TypeError("acknowledge(record, type) takes at most two arguments")
         kind = AcknowledgeType(args[0] if args else AcknowledgeType.ACCEPT)
-        if kind is AcknowledgeType.RENEW and not share_ops.supports_renew(self._client):
-            raise Errors.UnsupportedVersionError(
-                "RENEW needs ShareAcknowledge/ShareFetch v2 (KIP-1222, Apache Kafka 4.2+); "
-                "the brokers have an older version"
-            )
         tp = TopicPartition(record.topic, record.partition)
         self._book.acknowledge(tp, record.offset, kind, record)
 
@@ -345,8 +341,8 @@ class AIOKafkaShareConsumer:
     def commit_async(self) -> None:
         """Send the acknowledgements waiting (implicit mode: accept everything handed out)
         without waiting for the answer, as Java's ``commitAsync``: the outcome goes to the
-        ``acknowledgement_callback`` (called by a later poll, :meth:`commit` or
-        :meth:`stop`)."""
+        ``acknowledgement_callback``, called by a later poll or :meth:`stop` (without a
+        callback a failure is raised by a later poll as :class:`ShareAcknowledgementError`)."""
         self._check_usable()
         if not self._explicit:
             self._book.acknowledge_all(AcknowledgeType.ACCEPT)
@@ -355,7 +351,10 @@ class AIOKafkaShareConsumer:
         fetcher = self._fetcher
 
         async def send() -> None:
-            fetcher.ack_results.append(await fetcher.acknowledge())
+            try:
+                fetcher.ack_results.append(await fetcher.acknowledge())
+            except Errors.KafkaError as exc:  # (failures of a node's request are in the results)
+                log.warning("share consumer %s: commit_async failed: %r", self._group_id, exc)
 
         task = asyncio.ensure_future(send())
         self._async_commits.add(task)

@@ -354,9 +354,32 @@ class ShareFetcher:
     ) -> AckResults:
         if acks is None:
             acks = self._book.take(parts)
-        outcome = await self._send_acknowledge(node, s, acks, parts, final=final)
-        self._renewals_answered(acks, outcome[0])
-        return outcome
+        refused: dict[TopicPartition, dict[int, int]] = {}
+        if not share_ops.supports_renew(self._client):
+            # as Java 4.4: a RENEW the brokers cannot carry (ShareAcknowledge below v2) is not
+            # sent; its outcome is UnsupportedVersionError, for the acknowledgement callback
+            for tp, a in acks.items():
+                renew = {off: t for off, t in a.items() if t == _RENEW}
+                if renew:
+                    refused[tp] = renew
+            acks = {
+                tp: rest
+                for tp, a in acks.items()
+                if (rest := {off: t for off, t in a.items() if t != _RENEW})
+            }
+        results, offsets = await self._send_acknowledge(node, s, acks, parts, final=final)
+        self._renewals_answered(acks, results)
+        if refused:
+            exc = Errors.UnsupportedVersionError(
+                "RENEW needs ShareAcknowledge v2 (KIP-1222, Apache Kafka 4.2+); the brokers "
+                "have an older version: not renewed"
+            )
+            no, _ = self._fail_all(refused, exc)
+            self._renewals_answered(refused, no)
+            for tp, renew in refused.items():
+                results[tp] = exc
+                offsets[tp] = sorted(set(offsets.get(tp, ())) | set(renew))
+        return results, offsets
 
     def _renewals_answered(
         self, acks: Mapping[TopicPartition, dict[int, int]], results: Mapping[TopicPartition, Any]
