@@ -59,6 +59,21 @@ class IllegalArgumentError(KafkaError):
     """An argument given to the client is invalid."""
 
 
+class RecordDeserializationError(KafkaError):
+    """The key or value deserializer failed on a record (Java's RecordDeserializationException).
+
+    ``topic_partition`` and ``offset`` name the record; the deserializer's own exception is the
+    ``__cause__``. A share consumer raises it from the poll that would have handed the record
+    out: the record is released unless the application acknowledges it otherwise (explicit
+    mode: ``acknowledge(topic, partition, offset, AcknowledgeType.REJECT)``) before polling
+    again."""
+
+    def __init__(self, message: str, topic_partition: Any, offset: int) -> None:
+        super().__init__(message)
+        self.topic_partition = topic_partition
+        self.offset = offset
+
+
 class KafkaConfigurationError(KafkaError):
     """The client configuration is invalid."""
 
@@ -930,6 +945,8 @@ DelegationTokenAuthorizationFailedError = DelegationTokenAuthorizationFailed
 DelegationTokenExpiredError = DelegationTokenExpired
 InvalidPrincipalTypeError = InvalidPrincipalType
 NonEmptyGroupError = NonEmptyGroup
+#: Java's name for it (GroupNotEmptyException)
+GroupNotEmptyError = NonEmptyGroup
 GroupIdNotFoundError = GroupIdNotFound
 FetchSessionIdNotFoundError = FetchSessionIdNotFound
 InvalidFetchSessionEpochError = InvalidFetchSessionEpoch

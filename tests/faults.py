@@ -10,7 +10,9 @@ own codec so it knows which API each response answers. Rules act on chosen respo
 * ``drop``: never deliver the response (the client's request times out);
 * ``cut``: close the connection instead of delivering it (the broker did the work);
 * ``corrupt``: flip a byte inside a Fetch partition's record data (CRC mismatch);
-* ``observe``: change nothing, count the matches (``hits``; ``done`` is set after ``times``).
+* ``observe``: change nothing, count the matches (``hits``; ``done`` is set after ``times``);
+* ``cap_version`` (on ApiVersions answers): lower the broker's max version of API
+  ``cap_api_key`` to ``max_version`` (a broker without a newer version of it).
 
 Rules with ``direction="request"`` act on requests before the broker sees them: ``drop`` (the
 broker never gets it; later requests on the connection still go through), ``delay``, ``cut``,
@@ -64,6 +66,8 @@ class API:
     END_TXN = m.EndTxnRequest.API_KEY
     DESCRIBE_GROUPS = m.DescribeGroupsRequest.API_KEY
     API_VERSIONS = m.ApiVersionsRequest.API_KEY
+    SHARE_FETCH = m.ShareFetchRequest.API_KEY
+    SHARE_ACKNOWLEDGE = m.ShareAcknowledgeRequest.API_KEY
 
 
 @dataclass
@@ -79,6 +83,8 @@ class Rule:
     times: int = 1  # -1: every matching response
     when: Callable[[Any], bool] | None = None  # extra predicate on the decoded message
     direction: str = "response"  # or "request"
+    cap_api_key: int = -1  # cap_version: the API whose max version is lowered
+    max_version: int = -1  # cap_version: to this
     hits: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -314,6 +320,14 @@ class FaultProxy:
                 await asyncio.sleep(rule.seconds)
             elif rule.action == "observe":
                 pass
+            elif rule.action == "cap_version":
+                for k in resp.api_keys:
+                    if k.api_key == rule.cap_api_key:
+                        k.max_version = min(k.max_version, rule.max_version)
+                    known = REQUESTS_BY_KEY.get(k.api_key)
+                    if known is not None:  # (newer clients: only versions the proxy can read)
+                        k.max_version = min(k.max_version, known.MAX_VERSION)
+                changed = True
             elif rule.action == "drop":
                 return None
             elif rule.action == "cut":

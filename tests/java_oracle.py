@@ -47,6 +47,7 @@ __all__ = [
     "create_topic",
     "GroupMember",
     "ShareMember",
+    "ShareApiScript",
     "ShareScript",
 ]
 
@@ -751,6 +752,120 @@ class ShareScript(GroupMember):
         )
         out = self.lines[start:]
         return [line for line in out if line.get("event") != "done"]
+
+
+class ShareApiScript:
+    """A Java ``KafkaShareConsumer`` driven one step at a time (``ShareApiScript.java``), so a
+    scenario runs the same steps on Java and on aiokafka_lite.
+
+    ``config``: consumer configs (``{"share.acknowledgement.mode": "explicit"}``);
+    ``fail_prefix``: its value deserializer throws on values starting with it. :meth:`call` sends
+    one command (``"poll 1000"``, ``"poll-until 30000"`` (polls until some records come),
+    ``"ack T P O REJECT"``, ``"ack-record 0 ACCEPT"``,
+    ``"commit-sync"``, ``"commit-async"``, ``"sleep MS"``, ``"lock-timeout"``, ``"close"``) and
+    returns its answer: ``error`` (None or ``{"class", "message"[, "topic", "partition",
+    "offset"]}``), ``records`` for a poll (values as bytes), ``results`` for commit-sync.
+    :attr:`callbacks` are the acknowledgement commit callback's calls so far (``offsets``:
+    ``{"topic-partition": [offsets]}``, ``error``: class name or None).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        *,
+        config: Mapping[str, Any] | None = None,
+        fail_prefix: str | None = None,
+        kafka_version: str | None = None,
+    ) -> None:
+        self.args = _options(
+            bootstrap=bootstrap,
+            topic=topic,
+            group=group,
+            config=",".join(f"{k}={v}" for k, v in (config or {}).items()) or None,
+            fail_prefix=fail_prefix,
+        )
+        self.kafka_version = kafka_version
+        self.process: subprocess.Popen[bytes] | None = None
+        self.callbacks: list[dict[str, Any]] = []
+        self._replies: list[dict[str, Any]] = []
+        self._stderr: list[str] = []
+        self._changed = threading.Condition()
+
+    def start(self) -> ShareApiScript:
+        self.process = subprocess.Popen(
+            [*java_command(self.kafka_version), "share-script", *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for target, stream in ((self._read, self.process.stdout), (self._err, self.process.stderr)):
+            threading.Thread(target=target, args=(stream,), daemon=True).start()
+        return self
+
+    def call(self, command: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Run ``command`` and return its answer (OracleError if none within ``timeout``)."""
+        assert self.process is not None and self.process.stdin is not None
+        with self._changed:
+            self._replies.clear()
+        self.process.stdin.write(command.encode() + b"\n")
+        self.process.stdin.flush()
+        deadline = time.monotonic() + timeout + JVM_SLACK
+        with self._changed:
+            while not self._replies:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.process.poll() is not None:
+                    raise OracleError(f"share-script: no answer to {command!r}", stderr=self.stderr)
+                self._changed.wait(min(remaining, 0.5))
+            reply = self._replies.pop(0)
+        for r in reply.get("records", ()):
+            r["value"] = _unb64(r["value"])
+        return reply
+
+    def close(self) -> None:
+        """Close the consumer (``close()``: it leaves the group) and wait for the process."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            try:
+                self.call("close")
+            finally:
+                try:
+                    self.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=30)
+
+    @property
+    def stderr(self) -> str:
+        with self._changed:
+            return "".join(self._stderr)
+
+    def __enter__(self) -> ShareApiScript:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                with self._changed:
+                    self._stderr.append("stdout: " + raw.decode(errors="replace"))
+                continue
+            with self._changed:
+                (self.callbacks if line.get("event") == "callback" else self._replies).append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _err(self, stream: Any) -> None:
+        for raw in stream:
+            with self._changed:
+                self._stderr.append(raw.decode(errors="replace"))
 
 
 def share_group_view(

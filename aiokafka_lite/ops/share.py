@@ -29,6 +29,7 @@ __all__ = [
     "share_acknowledge_request",
     "share_fetch_request",
     "share_heartbeat_request",
+    "supports_renew",
     "supports_share_groups",
 ]
 
@@ -91,6 +92,14 @@ def supports_share_groups(client: Any) -> bool:
         client.supports(m.ShareGroupHeartbeatRequest)
         and client.supports(m.ShareFetchRequest)
         and client.supports(m.ShareAcknowledgeRequest)
+    )
+
+
+def supports_renew(client: Any) -> bool:
+    """True when the brokers carry RENEW acknowledgements (KIP-1222: ShareFetch and
+    ShareAcknowledge v2, Apache Kafka 4.2+)."""
+    return bool(
+        client.supports(m.ShareFetchRequest, 2) and client.supports(m.ShareAcknowledgeRequest, 2)
     )
 
 

@@ -30,8 +30,9 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT: done, never delivered again. RELEASE: give it back, it is delivered again (to any
     member) with ``delivery_count`` + 1. REJECT: unprocessable, never delivered again.
     RENEW: still working on it, extend its acquisition lock (brokers with ShareAcknowledge
-    v2+); it must still be acknowledged with one of the others afterwards, and does not hold up
-    the next poll in explicit mode."""
+    v2+); as in Java 4.4, it counts as acknowledged for the next poll and, once renewed, a
+    later poll hands the record out again (same ``delivery_count``) to be acknowledged with
+    one of the others."""
 
     ACCEPT = 1
     RELEASE = 2
@@ -103,8 +104,12 @@ class AckBook:
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
         #: acknowledgements waiting to be sent (offset -> type)
         self.pending: dict[TopicPartition, dict[int, int]] = {}
-        #: delivered records renewed (RENEW): they do not hold up the next poll
-        self.renewed: set[tuple[TopicPartition, int]] = set()
+        #: records acknowledged RENEW, until the renewal is answered: then a later poll hands
+        #: them out again (as Java 4.4's share consumer), to be acknowledged once more
+        self.renewing: dict[tuple[TopicPartition, int], ShareConsumerRecord] = {}
+        #: records the deserializer failed on since the latest poll: released unless
+        #: acknowledged otherwise by offset (acknowledge_failed) before the next poll
+        self.failed: set[tuple[TopicPartition, int]] = set()
 
     def handed_out(self, records: Iterable[ShareConsumerRecord]) -> None:
         """Remember ``records`` as delivered to the application."""
@@ -120,43 +125,88 @@ class AckBook:
         for off in offsets:
             pend[off] = GAP
 
-    def acknowledge(self, tp: TopicPartition, offset: int, kind: AcknowledgeType) -> None:
+    def acknowledge(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        kind: AcknowledgeType,
+        record: ShareConsumerRecord | None = None,
+    ) -> None:
         """Record ``kind`` for a delivered record (IllegalStateError if it was not delivered
-        by the latest poll, or renewed since, or is already acknowledged)."""
+        by the latest poll, or is already acknowledged). RENEW keeps ``record`` until the
+        renewal is answered (:meth:`renewal_answered`)."""
         delivered = self.delivered.get(tp)
         if delivered is None or offset not in delivered:
             raise Errors.IllegalStateError(
                 f"{tp.topic}-{tp.partition} offset {offset} is not a record of the latest "
                 "poll awaiting acknowledgement"
             )
-        self.pending.setdefault(tp, {})[offset] = int(kind)
         if kind is AcknowledgeType.RENEW:
-            self.renewed.add((tp, offset))
-        else:
-            self.renewed.discard((tp, offset))
-            del delivered[offset]
-            if not delivered:
-                del self.delivered[tp]
+            if record is None:
+                raise Errors.IllegalArgumentError("RENEW needs the record")
+            self.renewing[(tp, offset)] = record
+        self.pending.setdefault(tp, {})[offset] = int(kind)
+        del delivered[offset]
+        if not delivered:
+            del self.delivered[tp]
+
+    def renewal_answered(
+        self, tp: TopicPartition, offsets: Iterable[int], ok: bool
+    ) -> list[ShareConsumerRecord]:
+        """The records of ``offsets`` whose RENEW was answered: returned to be handed out
+        again when ``ok``; forgotten when the renewal failed (their locks run out and the
+        broker delivers them again)."""
+        out = []
+        for off in offsets:
+            rec = self.renewing.pop((tp, off), None)
+            if rec is not None and ok:
+                out.append(rec)
+        return out
+
+    def fail(self, tp: TopicPartition, offset: int) -> None:
+        """A record that could not be deserialized: released by default, until
+        :meth:`acknowledge_failed` says otherwise."""
+        self.pending.setdefault(tp, {})[offset] = int(AcknowledgeType.RELEASE)
+        self.failed.add((tp, offset))
+
+    def acknowledge_failed(self, tp: TopicPartition, offset: int, kind: AcknowledgeType) -> None:
+        """Acknowledge a record the deserializer failed on since the latest poll, by offset
+        (IllegalStateError for any other offset, as Java's ``acknowledge(topic, partition,
+        offset, type)``)."""
+        pend = self.pending.get(tp)
+        if (tp, offset) not in self.failed or pend is None or offset not in pend:
+            raise Errors.IllegalStateError(
+                f"{tp.topic}-{tp.partition} offset {offset} cannot be acknowledged by offset: "
+                "only a record whose deserialization failed since the latest poll can"
+            )
+        if kind is AcknowledgeType.RENEW:
+            raise Errors.IllegalArgumentError(
+                "a record that failed deserialization cannot be renewed"
+            )
+        pend[offset] = int(kind)
 
     def acknowledge_all(self, kind: AcknowledgeType) -> None:
-        """Acknowledge every delivered record with ``kind`` (implicit mode, stop())."""
+        """Acknowledge every delivered record with ``kind`` (implicit mode, stop()); at stop()
+        also the renewed records not handed out again."""
         for tp, offsets in self.delivered.items():
             pend = self.pending.setdefault(tp, {})
             for off in offsets:
                 pend[off] = int(kind)
         self.delivered.clear()
-        self.renewed.clear()
+        if kind is not AcknowledgeType.ACCEPT:
+            for tp, off in self.renewing:
+                self.pending.setdefault(tp, {})[off] = int(kind)
+            self.renewing.clear()
 
     def drop_delivered(self) -> None:
-        """Forget the delivered records not acknowledged (stop(): the session's close gives
-        them back to the group)."""
+        """Forget the delivered records not acknowledged, and the renewed ones not handed out
+        again (stop(): the session's close gives them back to the group)."""
         self.delivered.clear()
-        self.renewed.clear()
+        self.renewing.clear()
 
     def unacknowledged(self) -> int:
-        """How many delivered records wait for an acknowledgement (renewed ones excepted: they
-        are still being worked on and may be acknowledged after later polls)."""
-        return sum(len(o) for o in self.delivered.values()) - len(self.renewed)
+        """How many delivered records wait for an acknowledgement."""
+        return sum(len(o) for o in self.delivered.values())
 
     def take(
         self, partitions: Iterable[TopicPartition] | None = None

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._settings import ClientSettings
@@ -33,6 +33,7 @@ __all__ = ["AIOKafkaShareConsumer"]
 log = logging.getLogger(__name__)
 
 _MODES = ("implicit", "explicit")
+_ACQUIRE_MODES = ("batch_optimized", "record_limit")
 AckCallback = Callable[
     [dict[TopicPartition, BaseException | None], dict[TopicPartition, list[int]]], Any
 ]
@@ -48,16 +49,23 @@ class AIOKafkaShareConsumer:
     before the next poll; ``stop()`` gives back the unacknowledged ones). Acknowledgements go
     at every poll (with the fetch when one is due, else by ShareAcknowledge), so the records of
     a long buffer (``getone()``, a small ``max_poll_records``) keep their locks.
-    ``max_poll_records`` bounds each poll and each fetch (with ``strict_max_poll_records=True``
-    the broker acquires no more than that, KIP-1206).
+    ``max_poll_records`` bounds each poll and each fetch.
+    ``share_acquire_mode`` (Java's ``share.acquire.mode``, KIP-1206): ``"batch_optimized"``
+    (default: the broker may acquire whole batches, and in implicit mode the next records are
+    fetched while the application works on a poll's) or ``"record_limit"`` (the member holds
+    at most ``max_poll_records`` acquired records: the broker acquires no more, and nothing is
+    fetched ahead); ``strict_max_poll_records=True`` is the older spelling of the latter.
     ``acknowledgement_callback(results, offsets)``: Java's AcknowledgementCommitCallback, called
-    from the polls, ``commit()`` and ``stop()`` with the outcome of the acknowledgements sent
-    (``{partition: error or None}``, ``{partition: offsets}``); failures are never raised by a
-    poll (their records come back to the group) and, without a callback, are logged as
-    warnings. A member heartbeats only while subscribed: ``start()`` before ``subscribe()``
-    is fine, ``unsubscribe()`` leaves the group; polling while unsubscribed raises
-    IllegalStateError. The connection, security and ``hooks`` arguments are
-    :class:`AIOKafkaConsumer`'s.
+    from the polls, ``commit()``, :meth:`commit_async` and ``stop()`` with the outcome of the
+    acknowledgements sent (``{partition: error or None}``, ``{partition: offsets}``); failures
+    are never raised by a poll (their records come back to the group) and, without a callback,
+    are logged as warnings.
+    ``max_poll_interval_ms`` (Java's ``max.poll.interval.ms``, default 5 min): a member not
+    polled for that long leaves the group (its partitions go to the others) and joins again
+    at its next poll, as Java's share consumer does. A member heartbeats only while
+    subscribed: ``start()`` before ``subscribe()`` is fine, ``unsubscribe()`` leaves the group;
+    polling while unsubscribed raises IllegalStateError. The connection, security and
+    ``hooks`` arguments are :class:`AIOKafkaConsumer`'s.
     """
 
     def __init__(
@@ -72,6 +80,8 @@ class AIOKafkaShareConsumer:
         acknowledgement_callback: AckCallback | None = None,
         max_poll_records: int = 500,
         strict_max_poll_records: bool = False,
+        share_acquire_mode: str = "batch_optimized",
+        max_poll_interval_ms: int = 300000,
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 52428800,
         fetch_min_bytes: int = 1,
@@ -97,6 +107,12 @@ class AIOKafkaShareConsumer:
             raise Errors.KafkaConfigurationError(
                 f"acknowledgement_mode must be 'implicit' or 'explicit', not {acknowledgement_mode!r}"
             )
+        if share_acquire_mode not in _ACQUIRE_MODES:
+            raise Errors.KafkaConfigurationError(
+                f"share_acquire_mode must be one of {_ACQUIRE_MODES}, not {share_acquire_mode!r}"
+            )
+        #: share.acquire.mode=record_limit (KIP-1206): at most max_poll_records acquired at once
+        self._record_limit = strict_max_poll_records or share_acquire_mode == "record_limit"
         if not isinstance(max_poll_records, int) or max_poll_records < 1:
             raise Errors.KafkaConfigurationError("max_poll_records should be a positive integer")
         self._hooks = HookSet(
@@ -116,7 +132,11 @@ class AIOKafkaShareConsumer:
         self._book = AckBook()
         self._assigned = asyncio.Event()
         self._membership = ShareMembership(
-            self._client, group_id, rack_id=client_rack, on_assignment=self._assigned.set
+            self._client,
+            group_id,
+            rack_id=client_rack,
+            on_assignment=self._assigned.set,
+            max_poll_interval_ms=max_poll_interval_ms,
         )
         self._fetcher = ShareFetcher(
             self._client,
@@ -129,13 +149,14 @@ class AIOKafkaShareConsumer:
             fetch_min_bytes=fetch_min_bytes,
             fetch_max_bytes=fetch_max_bytes,
             max_records=max_poll_records,
-            strict_max_records=strict_max_poll_records,
+            strict_max_records=self._record_limit,
             check_crcs=check_crcs,
             on_acknowledge=self._hooks.on_acknowledge,
         )
         self._round: asyncio.Task[None] | None = None
         #: acknowledgements sent by a poll that had records to hand out (no fetch due)
         self._acking: asyncio.Task[None] | None = None
+        self._async_commits: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
 
@@ -193,6 +214,8 @@ class AIOKafkaShareConsumer:
                 if not self._acking.done():
                     self._acking.cancel()
                     await asyncio.gather(self._acking, return_exceptions=True)
+            if self._async_commits:  # commit_async() answers still out: reported below
+                await asyncio.wait(set(self._async_commits), timeout=timeout)
             # not acknowledged, and not sent: the sessions' close releases them (as Java)
             self._book.drop_delivered()
             self._fetcher.buffer.clear()
@@ -275,18 +298,51 @@ class AIOKafkaShareConsumer:
 
     # -- records --------------------------------------------------------------------------
 
+    @overload
     def acknowledge(
-        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT
-    ) -> None:
-        """Explicit mode: record how ``record`` (of the latest poll) was processed. Sent with
-        the next fetch or by :meth:`commit`."""
+        self, record: ShareConsumerRecord, type: AcknowledgeType = AcknowledgeType.ACCEPT, /
+    ) -> None: ...
+
+    @overload
+    def acknowledge(
+        self, topic: str, partition: int, offset: int, type: AcknowledgeType, /
+    ) -> None: ...
+
+    def acknowledge(self, record: Any, *args: Any) -> None:
+        """Explicit mode: record how a record of the latest poll was processed. Sent with the
+        next fetch or by :meth:`commit` / :meth:`commit_async`.
+
+        ``acknowledge(record, type=ACCEPT)``: a record the latest poll handed out.
+        ``acknowledge(topic, partition, offset, type)`` (Java's form of the same name): a
+        record the deserializer failed on, named by the
+        :class:`~aiokafka_lite.errors.RecordDeserializationError` the poll raised (it is
+        released unless acknowledged otherwise before the next poll); any other offset raises
+        IllegalStateError, as in Java.
+
+        ``RENEW`` (KIP-1222), as Java 4.4's: the record counts as acknowledged for the next
+        poll, the renewal (an extended acquisition lock) is sent with it, and once the broker
+        answered a later poll hands the record out again (same ``delivery_count``), to be
+        acknowledged once more. Brokers without it (ShareAcknowledge below v2): the renewal
+        is not sent and its outcome is UnsupportedVersionError (to the acknowledgement callback,
+        or :meth:`commit`'s result), the record is not handed out again, as in Java."""
         if not self._explicit:
             raise Errors.IllegalStateError(
                 "acknowledge() needs acknowledgement_mode='explicit' (implicit mode accepts "
                 "every record on the next poll)"
             )
-        kind = AcknowledgeType(type)
-        self._book.acknowledge(TopicPartition(record.topic, record.partition), record.offset, kind)
+        if isinstance(record, str):
+            if len(args) != 3:
+                raise TypeError("acknowledge(topic, partition, offset, type) takes four arguments")
+            partition, offset, kind = args
+            self._book.acknowledge_failed(
+                TopicPartition(record, partition), offset, AcknowledgeType(kind)
+            )
+            return
+        if len(args) > 1:
+            raise TypeError("acknowledge(record, type) takes at most two arguments")
+        kind = AcknowledgeType(args[0] if args else AcknowledgeType.ACCEPT)
+        tp = TopicPartition(record.topic, record.partition)
+        self._book.acknowledge(tp, record.offset, kind, record)
 
     async def commit(self) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements waiting (implicit mode: accept everything handed out)
@@ -302,6 +358,28 @@ class AIOKafkaShareConsumer:
         self._fetcher.ack_results.append(outcome)
         self._report_ack_results()
         return outcome[0]
+
+    def commit_async(self) -> None:
+        """Send the acknowledgements waiting (implicit mode: accept everything handed out)
+        without waiting for the answer, as Java's ``commitAsync``: the outcome goes to the
+        ``acknowledgement_callback``, called by a later poll or :meth:`stop` (without a
+        callback a failure is logged)."""
+        self._check_usable()
+        if not self._explicit:
+            self._book.acknowledge_all(AcknowledgeType.ACCEPT)
+        if not any(self._book.pending.values()):
+            return
+        fetcher = self._fetcher
+
+        async def send() -> None:
+            try:
+                fetcher.ack_results.append(await fetcher.acknowledge())
+            except Errors.KafkaError as exc:  # (failures of a node's request are in the results)
+                log.warning("share consumer %s: commit_async failed: %r", self._group_id, exc)
+
+        task = asyncio.ensure_future(send())
+        self._async_commits.add(task)
+        task.add_done_callback(self._async_commits.discard)
 
     async def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
@@ -384,10 +462,12 @@ class AIOKafkaShareConsumer:
                 )
         else:
             book.acknowledge_all(AcknowledgeType.ACCEPT)
+        book.failed.clear()  # undeserializable records not acknowledged by now stay released
         self._send_acknowledgements()
         now = asyncio.get_running_loop().time  # the clock of every retry budget (ops.Deadline)
         deadline = None if timeout_s is None else now() + timeout_s
         while True:
+            self._membership.polled()  # (each turn waits at most fetch_max_wait_ms)
             self._raise_pending()
             fetcher = self._fetcher
             if fetcher.buffer:
@@ -441,11 +521,18 @@ class AIOKafkaShareConsumer:
         out = buf[:n]
         del buf[:n]
         self._book.handed_out(out)
-        if not buf and not self._explicit and (self._round is None or self._round.done()):
+        if (
+            not buf
+            and not self._explicit
+            and not self._record_limit
+            and (self._round is None or self._round.done())
+        ):
             # implicit mode, the buffer ran dry: fetch the next records while the application
             # works on these (their acceptance goes with the round after). Not in explicit
             # mode: a record the application releases could be re-acquired by this very fetch
-            # (one more delivery counted against share.delivery.count.limit)
+            # (one more delivery counted against share.delivery.count.limit). Nor with
+            # share_acquire_mode="record_limit": the member holds at most max_poll_records, as
+            # Java's
             assigned = self._membership.assignment()
             if assigned:
                 self._round = asyncio.ensure_future(

@@ -173,7 +173,9 @@ class ShareFetcher:
         async with s.lock:
             acks = self._book.take(ack_parts)
             if acks and s.epoch == 0:
-                self._report(self._fail_all(acks, _released()))
+                failed = self._fail_all(acks, _released())
+                self._renewals_answered(acks, failed[0])
+                self._report(failed)
                 acks = {}
             # acknowledgements of partitions leaving the session, and renewals (a ShareFetch
             # carrying RENEW may not fetch), go first in a ShareAcknowledge of their own
@@ -289,14 +291,18 @@ class ShareFetcher:
                             if vd is not None:
                                 r.value = vd(r.value)
                         except Exception as exc:
-                            # kept acquired for no one: give it back, and say why
-                            self._book.pending.setdefault(tp, {})[r.offset] = int(
-                                AcknowledgeType.RELEASE
+                            # as Java: released unless the application acknowledges it by
+                            # offset (explicit mode) before its next poll
+                            self._book.fail(tp, r.offset)
+                            err = Errors.RecordDeserializationError(
+                                f"deserializing {tp.topic}-{tp.partition} offset {r.offset} "
+                                f"failed: {exc!r}; the record is released unless acknowledged "
+                                "otherwise before the next poll",
+                                tp,
+                                r.offset,
                             )
-                            note = getattr(exc, "add_note", None)
-                            if note is not None:
-                                note(f"while deserializing {tp} offset {r.offset} (released)")
-                            self.errors.append(exc)
+                            err.__cause__ = exc
+                            self.errors.append(err)
                             continue
                     out.append(r)
         except Errors.KafkaError as exc:  # corrupt data: release what was not decoded
@@ -320,6 +326,7 @@ class ShareFetcher:
         known = {tp for parts in routed.values() for tp in parts}
         unrouted = book.take([tp for tp in pending if tp not in known])
         results, offsets = self._fail_all(unrouted, Errors.LeaderNotAvailableError("no leader"))
+        self._renewals_answered(unrouted, results)
         nodes = set(routed) | (set(self._sessions) if final else set())
 
         async def one(node: int) -> AckResults:
@@ -352,6 +359,53 @@ class ShareFetcher:
     ) -> AckResults:
         if acks is None:
             acks = self._book.take(parts)
+        refused: dict[TopicPartition, dict[int, int]] = {}
+        if not share_ops.supports_renew(self._client):
+            # as Java 4.4: a RENEW the brokers cannot carry (ShareAcknowledge below v2) is not
+            # sent; its outcome is UnsupportedVersionError, for the acknowledgement callback
+            for tp, a in acks.items():
+                renew = {off: t for off, t in a.items() if t == _RENEW}
+                if renew:
+                    refused[tp] = renew
+            acks = {
+                tp: rest
+                for tp, a in acks.items()
+                if (rest := {off: t for off, t in a.items() if t != _RENEW})
+            }
+        results, offsets = await self._send_acknowledge(node, s, acks, parts, final=final)
+        self._renewals_answered(acks, results)
+        if refused:
+            exc = Errors.UnsupportedVersionError(
+                "RENEW needs ShareAcknowledge v2 (KIP-1222, Apache Kafka 4.2+); the brokers "
+                "have an older version: not renewed"
+            )
+            no, _ = self._fail_all(refused, exc)
+            self._renewals_answered(refused, no)
+            for tp, renew in refused.items():
+                results[tp] = exc
+                offsets[tp] = sorted(set(offsets.get(tp, ())) | set(renew))
+        return results, offsets
+
+    def _renewals_answered(
+        self, acks: Mapping[TopicPartition, dict[int, int]], results: Mapping[TopicPartition, Any]
+    ) -> None:
+        """Renewed records go back to the buffer (a later poll hands them out again, as Java
+        4.4 does) once their RENEW is answered without error."""
+        for tp, a in acks.items():
+            renewed = [off for off, t in a.items() if t == _RENEW]
+            if renewed:
+                ok = results.get(tp, Errors.KafkaError("no answer")) is None
+                self.buffer[:0] = self._book.renewal_answered(tp, renewed, ok)
+
+    async def _send_acknowledge(
+        self,
+        node: int,
+        s: _Session,
+        acks: dict[TopicPartition, dict[int, int]],
+        parts: Mapping[TopicPartition, TopicIdPartition],
+        *,
+        final: bool,
+    ) -> AckResults:
         if s.epoch == 0:  # nothing to close; acknowledgements have no session
             return self._fail_all(acks, _released())
         if not acks and not final:

@@ -15,7 +15,9 @@ joins with epoch 0 (same member id).
 
 States: ``unjoined`` (epoch 0, no assignment) -> ``stable`` (epoch > 0, heartbeating) ->
 ``unjoined`` (fenced) ... -> ``leaving`` -> ``left`` (-> ``unjoined`` on a new subscription);
-``fatal`` from any of them.
+``fatal`` from any of them; ``stable`` -> ``poll_timeout`` when the application did not poll
+for ``max_poll_interval_ms`` (left the group, as Java's share consumer) -> ``unjoined`` at its
+next poll.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +59,7 @@ class ShareMembership:
         *,
         rack_id: str | None = None,
         on_assignment: Callable[[], None] = lambda: None,
+        max_poll_interval_ms: int = 300000,
     ) -> None:
         self._client = client
         self.group_id = group_id
@@ -79,6 +83,8 @@ class ShareMembership:
         self.error: BaseException | None = None
         #: set once the first assignment (maybe empty) arrived
         self.joined = asyncio.Event()
+        self._max_poll_s = max_poll_interval_ms / 1000
+        self._last_poll = time.monotonic()
 
     # -- subscription ---------------------------------------------------------------------
 
@@ -116,6 +122,17 @@ class ShareMembership:
             self._client.request_update()
         return out
 
+    def polled(self) -> None:
+        """The application polled: the max poll interval starts again; a member that left
+        for lack of polls joins again (epoch 0), as Java's."""
+        self._last_poll = time.monotonic()
+        if self.state == "poll_timeout":
+            log.info("share group %s: polled again, joining", self.group_id)
+            self.state = "unjoined"
+            self.epoch = 0
+            self._topics_sent = None
+            self._wake.set()
+
     # -- the loop --------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -143,6 +160,13 @@ class ShareMembership:
         backoff = self._client.retry_backoff_ms / 1000
         while True:
             pause = self._interval_s
+            if self.state == "poll_timeout":  # out of the group until the next poll
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if time.monotonic() - self._last_poll > self._max_poll_s and self.epoch > 0:
+                await self._leave_for_poll_timeout()
+                continue
             try:
                 await self._heartbeat()
             except _REJOIN as exc:
@@ -162,10 +186,36 @@ class ShareMembership:
             self._wake.clear()
             if self._topics != self._topics_sent and self._topics_sent is not None:
                 continue  # the subscription changed while the heartbeat was out
+            until_poll_timeout = self._last_poll + self._max_poll_s - time.monotonic()
             try:
-                await asyncio.wait_for(self._wake.wait(), pause)
+                await asyncio.wait_for(self._wake.wait(), max(0.0, min(pause, until_poll_timeout)))
             except asyncio.TimeoutError:
                 pass
+
+    async def _leave_for_poll_timeout(self) -> None:
+        """No poll for ``max_poll_interval_ms``: leave the group (epoch -1), as Java's share
+        consumer does; the next poll joins again (:meth:`polled`)."""
+        log.warning(
+            "share group %s: no poll for max_poll_interval_ms (%.0f s): leaving the group "
+            "until the next poll (poll more often, or raise max_poll_interval_ms)",
+            self.group_id,
+            self._max_poll_s,
+        )
+        request = share_ops.share_heartbeat_request(self.group_id, self.member_id, -1, None)
+        try:
+            await coordinator_call(
+                self._client,
+                self.group_id,
+                _GROUP_KEY,
+                request,
+                lambda r: int(r.error_code),
+                timeout_ms=self._client.timeouts.request_ms,
+                what="ShareGroupHeartbeat (leave: max poll interval)",
+            )
+        except Errors.KafkaError as exc:  # the coordinator drops it after its session timeout
+            log.info("share group %s: leaving failed: %r", self.group_id, exc)
+        self._reset()
+        self.state = "poll_timeout"
 
     def _reset(self) -> None:
         self.epoch = 0

@@ -94,8 +94,8 @@ public final class KafkaOracle {
         "          [--config k=v,k=v] [--if-not-exists true|false]",
         "      stdout: {\"topic\": T, \"created\": true|false}",
         "",
-        "  (Kafka 4.x builds) group-member-consumer, share-member, share-admin: see",
-        "      ConsumerProtocolMember.java, ShareOracle.java and ShareAdminOracle.java");
+        "  (Kafka 4.x builds) group-member-consumer, share-member, share-script, share-admin: see",
+        "      ConsumerProtocolMember.java, ShareOracle.java, ShareApiScript.java and ShareAdminOracle.java");
 
     /** stdout as UTF-8 (only ASCII is written: {@link #json} escapes everything else). */
     private static final PrintStream OUT =
@@ -126,7 +126,7 @@ public final class KafkaOracle {
                 case "group-member-consumer" -> runOwnFile("ConsumerProtocolMember", args);
                 case "partition-for" -> partitionFor(options);
                 case "create-topic" -> createTopic(options);
-                case "share-member" -> runOwnFile("ShareOracle", args);
+                case "share-member", "share-script" -> runOwnFile("ShareOracle", args);
                 case "share-admin" -> runOwnFile("ShareAdminOracle", args);
                 default -> throw new UsageException("unknown command " + args[0]);
             }

@@ -57,6 +57,10 @@ final class ShareOracle {
     }
 
     static void run(String[] args) throws Exception {
+        if (args[0].equals("share-script")) {
+            ShareApiScript.run(args);
+            return;
+        }
         if (List.of(args).contains("--script")) {
             ShareScript.run(options(args, "bootstrap", "group"));
             return;
