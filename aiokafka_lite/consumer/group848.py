@@ -372,6 +372,7 @@ class ConsumerGroupMember(Coordinator):
                 if self.generation > 0 and self._poll_timed_out():
                     continue
                 delay = await self._heartbeat_once()
+                self._g_hb.ok()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._hb_wake.wait(), delay)
             self._hb_wake.clear()

@@ -126,6 +126,9 @@ class AIOKafkaShareConsumer:
             on_acknowledge=self._hooks.on_acknowledge,
         )
         self._round: asyncio.Task[None] | None = None
+        #: after an unexpected error of a fetch round: no new round before (monotonic)
+        self._round_after = 0.0
+        self._g_round = self._membership.supervisor.guard("fetch round", log)
         self._started = False
         self._closed = False
 
@@ -317,6 +320,7 @@ class AIOKafkaShareConsumer:
             raise self._membership.error
 
     def _raise_pending(self) -> None:
+        self._membership.supervisor.raise_pending()
         fetcher = self._fetcher
         if fetcher.ack_results:
             outcomes, fetcher.ack_results = fetcher.ack_results, []
@@ -371,10 +375,14 @@ class AIOKafkaShareConsumer:
                 continue
             rnd = self._round
             if rnd is None or rnd.done():
+                backoff = self._round_after - time.monotonic()
+                if backoff > 0:  # a round failed unexpectedly: no new one before its back-off
+                    await asyncio.sleep(backoff if remaining is None else min(backoff, remaining))
+                    continue
                 max_wait = self._max_wait_ms
                 if remaining is not None:
                     max_wait = max(0, min(max_wait, int(remaining * 1000)))
-                rnd = self._round = asyncio.ensure_future(fetcher.fetch_round(assigned, max_wait))
+                rnd = self._round = asyncio.ensure_future(self._fetch_round(assigned, max_wait))
             started = time.monotonic()
             # asyncio.wait neither cancels the round when this poll is cancelled or times out:
             # its records wait for the next poll (they are acquired: dropping them would hold
@@ -388,12 +396,29 @@ class AIOKafkaShareConsumer:
                     pause = min(pause, max(0.0, deadline - time.monotonic()))
                 await asyncio.sleep(pause)
 
+    async def _fetch_round(self, assigned: set[TopicPartition], max_wait_ms: int) -> None:
+        """One fetch round under the supervision rule: an unexpected exception is logged once,
+        raised once by the next poll, and holds the next round back (exponential back-off)."""
+        try:
+            await self._fetcher.fetch_round(assigned, max_wait_ms)
+        except Errors.KafkaError:
+            raise  # the poll raises it, as before
+        except Exception as exc:
+            self._round_after = time.monotonic() + self._g_round.failed(exc)
+            return
+        self._g_round.ok()
+
     def _hand_out(self, n: int) -> list[ShareConsumerRecord]:
         buf = self._fetcher.buffer
         out = buf[:n]
         del buf[:n]
         self._book.handed_out(out)
-        if not buf and not self._explicit and (self._round is None or self._round.done()):
+        if (
+            not buf
+            and not self._explicit
+            and (self._round is None or self._round.done())
+            and time.monotonic() >= self._round_after
+        ):
             # implicit mode, the buffer ran dry: fetch the next records while the application
             # works on these (their acceptance goes with the round after). Not in explicit
             # mode: a record the application releases could be re-acquired by this very fetch
@@ -401,7 +426,7 @@ class AIOKafkaShareConsumer:
             assigned = self._membership.assignment()
             if assigned:
                 self._round = asyncio.ensure_future(
-                    self._fetcher.fetch_round(assigned, self._max_wait_ms)
+                    self._fetch_round(assigned, self._max_wait_ms)
                 )
         if self._h_consume:
             for r in out:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.ops._exec import coordinator_call
@@ -69,6 +70,10 @@ class ShareMembership:
         self.error: BaseException | None = None
         #: set once the first assignment (maybe empty) arrived
         self.joined = asyncio.Event()
+        #: the share consumer's unexpected background errors (_supervise): this loop's and
+        #: the fetch rounds', raised once by the next poll
+        self.supervisor = Supervisor("share consumer", client.retry_backoff_ms, log)
+        self._guard = self.supervisor.guard("heartbeat")
 
     # -- subscription ---------------------------------------------------------------------
 
@@ -103,7 +108,7 @@ class ShareMembership:
     def start(self) -> None:
         """Start heartbeating (joining first)."""
         if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+            self._task = asyncio.ensure_future(self._guard.run(self._run))
 
     async def _run(self) -> None:
         backoff = self._client.retry_backoff_ms / 1000
@@ -111,6 +116,7 @@ class ShareMembership:
             pause = self._interval_s
             try:
                 await self._heartbeat()
+                self._guard.ok()
             except _REJOIN as exc:
                 log.info("share group %s: %r, joining again", self.group_id, exc)
                 self._reset()
