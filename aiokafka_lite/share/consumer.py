@@ -425,9 +425,7 @@ class AIOKafkaShareConsumer:
             # (one more delivery counted against share.delivery.count.limit)
             assigned = self._membership.assignment()
             if assigned:
-                self._round = asyncio.ensure_future(
-                    self._fetch_round(assigned, self._max_wait_ms)
-                )
+                self._round = asyncio.ensure_future(self._fetch_round(assigned, self._max_wait_ms))
         if self._h_consume:
             for r in out:
                 emit(self._h_consume, r)
