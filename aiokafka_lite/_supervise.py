@@ -170,9 +170,14 @@ class Guard:
             self._key = None
             self._repeats = 0
 
-    async def run(self, body: Callable[[], Awaitable[None]]) -> None:
-        """Run ``body()`` (a task's loop); after an unexpected exception, back off and run it
-        again. Returns when ``body()`` returns. ``body`` calls :meth:`ok` after each step."""
+    async def run(
+        self,
+        body: Callable[[], Awaitable[None]],
+        after_error: Callable[[], None] | None = None,
+    ) -> None:
+        """Run ``body()`` (a task's loop); after an unexpected exception, call ``after_error()``
+        (forget state the failed step may have left half-done), back off and run it again.
+        Returns when ``body()`` returns. ``body`` calls :meth:`ok` after each step."""
         while True:
             try:
                 await body()
@@ -180,4 +185,7 @@ class Guard:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                await asyncio.sleep(self.failed(exc))
+                delay = self.failed(exc)
+                if after_error is not None:
+                    after_error()
+                await asyncio.sleep(delay)

@@ -42,7 +42,15 @@ BACKOFF_MS = 100
 #: failures waited for: the back-offs before retries 1..3 add up to 0.7 s
 FAILURES = 4
 
-FETCH, METADATA, HEARTBEAT, CONSUMER_HEARTBEAT, SHARE_HEARTBEAT, SHARE_FETCH = 1, 3, 12, 68, 76, 78
+PRODUCE, FETCH, METADATA, HEARTBEAT, CONSUMER_HEARTBEAT, SHARE_HEARTBEAT, SHARE_FETCH = (
+    0,
+    1,
+    3,
+    12,
+    68,
+    76,
+    78,
+)
 
 
 class Inject:
@@ -328,14 +336,23 @@ async def test_share_consumer(
 # -- the producer and the metadata refresher ------------------------------------------------
 
 
-async def test_sender(broker: Any, new_topic: Any, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("where", ["step", "request"])
+async def test_sender(
+    broker: Any, new_topic: Any, caplog: pytest.LogCaptureFixture, where: str
+) -> None:
     topic = await new_topic()
     producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, retry_backoff_ms=BACKOFF_MS)
     await producer.start()
     try:
         await producer.send_and_wait(topic, b"before")
         caplog.set_level(logging.INFO)
-        inj = Inject(producer._sender, "_drain_sinks")
+        also = None
+        if where == "step":  # the loop's step
+            inj = Inject(producer._sender, "_drain_sinks")
+        else:  # the Produce request (counted at send: the sink falls back to it when
+            # send_nowait fails)
+            inj = Inject(producer.client, "send", api(PRODUCE))
+            also = Inject(producer.client, "send_nowait", api(PRODUCE))
         failed: list[BaseException] = []
 
         async def send() -> None:
@@ -350,6 +367,8 @@ async def test_sender(broker: Any, new_topic: Any, caplog: pytest.LogCaptureFixt
         assert_backed_off(inj.raised)
         assert_once(caplog, failed[:1])
         inj.remove()
+        if also is not None:
+            also.remove()
         md = await asyncio.wait_for(producer.send_and_wait(topic, b"after"), 15)
         assert md.offset >= 1
     finally:

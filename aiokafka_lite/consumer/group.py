@@ -179,7 +179,8 @@ class Coordinator(OffsetsMixin):
             self._task = asyncio.create_task(self._run(), name="aiokafka_lite-coordinator")
             if self.group_id is not None:
                 self._hb_task = asyncio.create_task(
-                    self._g_hb.run(self._heartbeat_loop), name="aiokafka_lite-heartbeat"
+                    self._g_hb.run(self._heartbeat_loop, self._after_unexpected),
+                    name="aiokafka_lite-heartbeat",
                 )
 
     def abandon(self) -> None:
@@ -288,7 +289,9 @@ class Coordinator(OffsetsMixin):
                 await asyncio.sleep(self._backoff * 10)
                 continue
             except Exception as exc:  # a bug: surfaced once, retried with back-off
-                await asyncio.sleep(self._g_main.failed(exc))
+                delay = self._g_main.failed(exc)
+                self._after_unexpected()
+                await asyncio.sleep(delay)
                 continue
             self._g_main.ok()
             if self.uses_group and self._needs_rejoin():
@@ -585,5 +588,9 @@ class Coordinator(OffsetsMixin):
 
     async def _heartbeat_loop(self) -> None:
         await classic.heartbeat_loop(self)
+
+    def _after_unexpected(self) -> None:
+        """The heartbeat or main task failed unexpectedly (``_supervise``); it goes on after
+        its back-off. Classic: nothing to forget (a Heartbeat carries no state)."""
 
     # -- commits ---------------------------------------------------------------------------

@@ -97,6 +97,7 @@ class Sender:
         #: it, the next step after an exponential back-off (no direct drains meanwhile)
         self._sup = Supervisor("producer", retry_backoff_ms, log)
         self._guard = self._sup.guard("sender")
+        self._g_request = self._sup.guard("produce request")
         self._resume_at = 0.0  # backing off until then (monotonic)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -329,8 +330,9 @@ class Sender:
         turn ended) when the loop is not needed for it; the loop's timers (linger, retry
         backoff) are moved earlier when needed."""
         txn = self.txn
-        if self._guard.failing:
-            return  # backing off after an unexpected error: the loop's timer retries
+        if self._resume_at > time.monotonic():  # backing off after an unexpected error:
+            self.wakeup_at(self._resume_at)  # the loop drains after it
+            return
         if (
             self.closing
             or self.bumping
@@ -376,10 +378,9 @@ class Sender:
         loop = asyncio.get_running_loop()
         acc = self.acc
         while True:
-            if self._guard.failing:  # wake-ups do not cut the back-off short
-                pause = self._resume_at - time.monotonic()
-                if pause > 0:
-                    await asyncio.sleep(pause)
+            pause = self._resume_at - time.monotonic()
+            if pause > 0:  # an unexpected error: wake-ups do not cut the back-off short
+                await asyncio.sleep(pause)
             self._woken = False
             now = time.monotonic()
             nxt = None
@@ -428,6 +429,16 @@ class Sender:
         fail with it, no step before the back-off."""
         self._resume_at = now + self._guard.failed(exc)
         self._fail_pending(self._sup.take() or unexpected("producer: sender", exc))
+
+    def unexpected_request(self, exc: Exception) -> Errors.KafkaError:
+        """A Produce request failed with an unexpected exception (``Sink._send``): logged
+        once, no drain before the back-off; the error its batches fail with."""
+        self._resume_at = time.monotonic() + self._g_request.failed(exc)
+        return self._sup.take() or unexpected("producer: produce request", exc)
+
+    def request_ok(self) -> None:
+        """A Produce request was answered: an episode of unexpected request errors ended."""
+        self._g_request.ok()
 
     def _fail_pending(self, exc: BaseException) -> None:
         err = exc if isinstance(exc, Errors.KafkaError) else Errors.KafkaError(repr(exc))

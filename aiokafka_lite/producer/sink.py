@@ -226,6 +226,8 @@ class Sink:
                 s.untrack(token)
                 if not token.cancelled():
                     token.set_result(None)
+                    if exc is None:
+                        s.request_ok()
                     self._ended(batches, resp, exc, True)
                 self._request_ended()
 
@@ -266,10 +268,11 @@ class Sink:
                 s.acc.fail(b, err)
             raise
         except Exception as exc:
-            if not isinstance(exc, Errors.KafkaError):  # bug or unexpected I/O failure
-                log.exception("produce request failed")
+            if not isinstance(exc, Errors.KafkaError):  # bug or unexpected I/O failure:
+                exc = s.unexpected_request(exc)  # logged once, the sender backs off
             self._ended(batches, None, exc, True)
         else:
+            s.request_ok()
             self._ended(batches, resp, None, True)
         finally:
             self._request_ended()
