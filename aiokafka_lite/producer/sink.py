@@ -80,6 +80,13 @@ class SinkHost(Protocol):
     def drain_now(self) -> None:
         """Seal and drain again (a request ended)."""
 
+    def unexpected_request(self, exc: Exception) -> Errors.KafkaError:
+        """A Produce request failed with an unexpected exception (the supervision rule):
+        logged once, the sender backs off; the error its batches fail with."""
+
+    def request_ok(self) -> None:
+        """A Produce request was answered (an episode of unexpected errors ended)."""
+
 
 class Sink:
     """The partition queues one leader node leads, and its requests in flight."""
