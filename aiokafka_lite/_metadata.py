@@ -7,7 +7,10 @@ have changed). Refreshes start at least ``retry_backoff_ms`` apart, except the f
 the tracked topics grew, which starts at once (as aiokafka's: a producer's first send to a topic
 it has not seen is not held back by a refresh made just before); a failed refresh is retried
 after that backoff and its waiters wait for the next success. Each refresh asks the client's
-least-loaded node for the tracked topics (or every topic when ``need_all_topics``).
+least-loaded node for the tracked topics (or every topic when ``need_all_topics``). An
+unexpected exception of a refresh (not a ``KafkaError``) follows the supervision rule
+(``_supervise``): logged once, raised once to that refresh's waiters, retried after an
+exponential back-off.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from . import errors as Errors
+from ._supervise import Supervisor
 from ._wire import metadata_request
 from .cluster import ClusterMetadata
 
@@ -63,6 +67,11 @@ class MetadataRefresher:
         self._last_refresh = 0.0
         self._last_attempt = -1e9
         self._topics_grew = False  # the next refresh asks about a topic not asked about yet
+        #: an unexpected exception of a refresh: logged once, raised once to the refresh's
+        #: waiters, the next attempt after an exponential back-off (self._pause)
+        self._sup = Supervisor("metadata refresher", retry_backoff_ms, log)
+        self._guard = self._sup.guard("refresh")
+        self._pause = 0.0
         self._stopped = False
 
     # ---------------------------------------------------------------- topics
@@ -196,8 +205,8 @@ class MetadataRefresher:
                         await asyncio.wait_for(event.wait(), wait)
                     except asyncio.TimeoutError:
                         pass
-            gap = self._last_attempt + backoff - loop.time()
-            if gap > 0 and not self._topics_grew:
+            gap = self._last_attempt + max(backoff, self._pause) - loop.time()
+            if gap > 0 and (self._pause or not self._topics_grew):
                 await asyncio.sleep(gap)
             self._topics_grew = False
             event.clear()
@@ -208,9 +217,14 @@ class MetadataRefresher:
                 if fut is not None and not fut.done():
                     fut.set_result(self.cluster)
             else:
-                if fut is not None and not fut.done():
+                err = self._sup.take() if fut is not None and not fut.done() else None
+                if err is not None:  # an unexpected error: its waiters see it, once
+                    assert fut is not None
+                    fut.set_exception(err)
+                    fut.exception()  # nobody may be waiting any more: mark retrieved
+                elif fut is not None and not fut.done():
                     self._requeue(fut)
-                event.set()  # retry after retry_backoff_ms
+                event.set()  # retry after retry_backoff_ms (or the back-off, self._pause)
 
     def _waiting_for_topics(self) -> bool:
         """True when a tracked topic is unknown or has a partition without a leader (it may be
@@ -246,18 +260,21 @@ class MetadataRefresher:
         except Errors.KafkaError as exc:
             log.info("metadata refresh via node %s failed: %s", node_id, exc)
             return False
-        except Exception:  # a bug must not kill the one refresher task
-            log.exception("metadata refresh via node %s crashed", node_id)
+        except Exception as exc:  # a bug must not kill the one refresher task
+            self._pause = self._guard.failed(exc)
             return False
         if not resp.brokers:
             log.warning("ignoring a metadata answer without brokers from node %s", node_id)
             return False
         try:
             self.cluster.update_metadata(resp)
-        except Exception:
-            log.exception("cannot apply metadata answer from node %s", node_id)
+            self._on_update()
+        except Exception as exc:
+            self._pause = self._guard.failed(exc)
             return False
-        self._on_update()
+        self._guard.ok()
+        self._pause = 0.0
+        self._sup.pending = None  # recovered before anyone waited for it
         return True
 
 

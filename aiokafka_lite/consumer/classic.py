@@ -249,6 +249,7 @@ async def heartbeat_loop(m: Coordinator) -> None:
             log.debug("heartbeat failed: %r", exc)
             m.coordinator_id = None
             continue
+        m._g_hb.ok()
         code = resp.error_code
         if code == 0:
             continue

@@ -245,7 +245,9 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         refresh = self._client.add_topics(sorted(wanted)) if wanted else None
         await self._client.start()
         self._fetcher = Fetcher(self._client, subs, **self._fetcher_args)
-        self._coordinator = self._coordinator_class(self._client, subs, **self._coordinator_args)
+        self._coordinator = self._coordinator_class(
+            self._client, subs, supervisor=self._fetcher.supervisor, **self._coordinator_args
+        )
         self._started = True
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:

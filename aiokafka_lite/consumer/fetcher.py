@@ -10,7 +10,10 @@ fetch for a partition starts as soon as its buffer is drained (prefetch).
 Positions that are unknown or reset are looked up with ListOffsets (``auto_offset_reset``).
 Errors: not-leader / unknown-partition style errors refresh metadata and retry; offset out of
 range resets (or, with ``auto_offset_reset="none"``, is raised); anything else is stored on
-the partition and raised to the caller of the next ``getmany``/``getone``.
+the partition and raised to the caller of the next ``getmany``/``getone``. An unexpected
+exception (not a ``KafkaError``) of the planner, a fetch or an offset reset follows the
+supervision rule (``_supervise``): logged once, raised once by the next ``getmany``/``getone``,
+the step retried after an exponential back-off (the failed fetch's partitions wait for it).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._signal import Signal
+from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.ops.fetch import fetch_request
@@ -91,7 +95,14 @@ class Fetcher:
         self._fetch_waiters: set[asyncio.Task[Any]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self.fatal: BaseException | None = None
+        #: the consumer's unexpected background errors (the fetcher's tasks and the group's,
+        #: which the consumer hands this supervisor), raised once by the next drain()
+        self.supervisor = self._sup = Supervisor(
+            "consumer", retry_backoff_ms, log, on_error=self._data.set
+        )
+        self._g_plan = self._sup.guard("fetch planner")
+        self._g_fetch = self._sup.guard("fetch")
+        self._g_reset = self._sup.guard("offset reset")
         self._h_fetch = hooks.on_fetch if hooks is not None else ()
         subscriptions.add_waker(self.wake)
 
@@ -134,7 +145,7 @@ class Fetcher:
         whose turn it is, when nothing needs drain()'s bookkeeping (no error, the buffer is
         current and not at the end of its decoded records); else None: call drain()."""
         buffers = self._buffers
-        if not buffers or self._subs.errors or self.fatal is not None:
+        if not buffers or self._subs.errors or self._sup.pending is not None:
             return None
         for tp, buf in buffers.items():  # the first one, as drain() would take it
             st = self._subs.assignment.get(tp)
@@ -153,7 +164,7 @@ class Fetcher:
         """Take up to ``max_records`` buffered records (from ``partitions`` if given).
         Raises the first pending partition error instead (once)."""
         subs = self._subs.assignment
-        if self._subs.errors or self.fatal is not None:
+        if self._subs.errors or self._sup.pending is not None:
             self._raise_pending(partitions, subs)
         out: dict[TopicPartition, list[Any]] = {}
         if not self._buffers:
@@ -217,9 +228,7 @@ class Fetcher:
     def _raise_pending(
         self, partitions: Collection[TopicPartition], subs: Mapping[TopicPartition, Any]
     ) -> None:
-        if self.fatal is not None:
-            exc, self.fatal = self.fatal, None
-            raise exc
+        self._sup.raise_pending()
         left = False
         for tp, st in subs.items():
             if st.error is not None:
@@ -260,19 +269,20 @@ class Fetcher:
 
     # -- planner ---------------------------------------------------------------------------
     async def _run(self) -> None:
-        try:
-            while not self._closed:
-                self._wake.clear()
+        guard = self._g_plan
+        while not self._closed:
+            self._wake.clear()
+            try:
                 delay = self._plan()
-                if delay is None:
-                    delay = 1.0
-                await self._wake.wait(delay)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # pragma: no cover - a bug: surface it to the caller
-            log.exception("fetcher planner crashed")
-            self.fatal = exc
-            self._data.set()
+            except Exception as exc:  # a bug: surfaced once, retried with back-off
+                delay = guard.failed(exc)
+                self._data.set()
+                await asyncio.sleep(delay)
+                continue
+            guard.ok()
+            if delay is None:
+                delay = 1.0
+            await self._wake.wait(delay)
 
     def _plan(self) -> float | None:
         """Start what can be started; return how long to sleep at most."""
@@ -326,8 +336,8 @@ class Fetcher:
             sleep = min(sleep, self._backoff) if sleep is not None else self._backoff
         return sleep
 
-    def _backoff_partition(self, tp: TopicPartition) -> None:
-        self._backoff_until[tp] = time.monotonic() + self._backoff
+    def _backoff_partition(self, tp: TopicPartition, delay: float | None = None) -> None:
+        self._backoff_until[tp] = time.monotonic() + (self._backoff if delay is None else delay)
 
     # -- one fetch -------------------------------------------------------------------------
     def _fetch_request(self, positions: Mapping[TopicPartition, int]) -> Any:
@@ -357,6 +367,7 @@ class Fetcher:
                     self._backoff_partition(tp)
                 return
             self._handle_response(response, positions)
+            self._g_fetch.ok()
         except asyncio.CancelledError:
             raise
         except Errors.KafkaError as exc:
@@ -368,6 +379,11 @@ class Fetcher:
                     break
             for tp in positions:
                 self._backoff_partition(tp)
+            self._data.set()
+        except Exception as exc:  # a bug: surfaced once; these partitions wait the back-off
+            delay = self._g_fetch.failed(exc)
+            for tp in positions:
+                self._backoff_partition(tp, delay)
             self._data.set()
         finally:
             self._inflight.pop(node, None)
@@ -462,8 +478,14 @@ class Fetcher:
             log.warning("offset reset failed: %r", exc)
             await asyncio.sleep(self._backoff)
             return
+        except Exception as exc:  # a bug: surfaced once, the next reset waits the back-off
+            delay = self._g_reset.failed(exc)
+            self._data.set()
+            await asyncio.sleep(delay)
+            return
         finally:
             self._wake.set()
+        self._g_reset.ok()
         for tp, ts in pending.items():
             st = self._subs.assignment.get(tp)
             if st is None or st.reset != ts or tp not in found:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops._exec import find_coordinator
@@ -84,9 +85,15 @@ class Coordinator(OffsetsMixin):
         exclude_internal_topics: bool = True,
         isolation_level: str = "read_uncommitted",
         hooks: HookSet | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self._client = client
         self._subs = subscriptions
+        #: unexpected errors of the main and heartbeat tasks (_supervise): the consumer hands
+        #: its fetcher's, so its next getmany()/getone() raises them once
+        self._sup = supervisor or Supervisor("consumer", retry_backoff_ms, log)
+        self._g_main = self._sup.guard("group coordination", log)
+        self._g_hb = self._sup.guard("group heartbeat", log)
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self._assignors = assignors or []
@@ -172,7 +179,8 @@ class Coordinator(OffsetsMixin):
             self._task = asyncio.create_task(self._run(), name="aiokafka_lite-coordinator")
             if self.group_id is not None:
                 self._hb_task = asyncio.create_task(
-                    self._heartbeat_loop(), name="aiokafka_lite-heartbeat"
+                    self._g_hb.run(self._heartbeat_loop, self._after_unexpected),
+                    name="aiokafka_lite-heartbeat",
                 )
 
     def abandon(self) -> None:
@@ -280,6 +288,12 @@ class Coordinator(OffsetsMixin):
                 self.assigned_once.set()
                 await asyncio.sleep(self._backoff * 10)
                 continue
+            except Exception as exc:  # a bug: surfaced once, retried with back-off
+                delay = self._g_main.failed(exc)
+                self._after_unexpected()
+                await asyncio.sleep(delay)
+                continue
+            self._g_main.ok()
             if self.uses_group and self._needs_rejoin():
                 await asyncio.sleep(0)  # a failed join/sync already backed off: go again
                 continue
@@ -574,5 +588,9 @@ class Coordinator(OffsetsMixin):
 
     async def _heartbeat_loop(self) -> None:
         await classic.heartbeat_loop(self)
+
+    def _after_unexpected(self) -> None:
+        """The heartbeat or main task failed unexpectedly (``_supervise``); it goes on after
+        its back-off. Classic: nothing to forget (a Heartbeat carries no state)."""
 
     # -- commits ---------------------------------------------------------------------------

@@ -372,9 +372,16 @@ class ConsumerGroupMember(Coordinator):
                 if self.generation > 0 and self._poll_timed_out():
                     continue
                 delay = await self._heartbeat_once()
+                self._g_hb.ok()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._hb_wake.wait(), delay)
             self._hb_wake.clear()
+
+    def _after_unexpected(self) -> None:
+        """A task failed unexpectedly (``_supervise``): whatever the last heartbeat carried may
+        not have reached the broker, so the next one sends the full state (as after any
+        error)."""
+        self._sent = None
 
     def _should_heartbeat(self) -> bool:
         if not self.uses_group or self._lost_pending or self._stale:

@@ -29,6 +29,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._signal import wake_future
+from aiokafka_lite._supervise import Supervisor, unexpected
 from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.producer.accumulator import Accumulator, PartitionQueue
@@ -92,6 +93,12 @@ class Sender:
         self._drain_at_turn_end = acc.linger == 0 and (txn is None or not txn.transactional)
         self._drain_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: an unexpected exception of a step: logged once, the records queued then fail with
+        #: it, the next step after an exponential back-off (no direct drains meanwhile)
+        self._sup = Supervisor("producer", retry_backoff_ms, log)
+        self._guard = self._sup.guard("sender")
+        self._g_request = self._sup.guard("produce request")
+        self._resume_at = 0.0  # backing off until then (monotonic)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -323,6 +330,9 @@ class Sender:
         turn ended) when the loop is not needed for it; the loop's timers (linger, retry
         backoff) are moved earlier when needed."""
         txn = self.txn
+        if self._resume_at > time.monotonic():  # backing off after an unexpected error:
+            self.wakeup_at(self._resume_at)  # the loop drains after it
+            return
         if (
             self.closing
             or self.bumping
@@ -335,8 +345,11 @@ class Sender:
             now = time.monotonic()
             nxt = self.acc.seal_ready(now, self._sendable)
             retry = self._drain_sinks(now)
-        except Exception:  # the loop will retry and report
-            log.debug("direct drain failed", exc_info=True)
+        except Exception as exc:  # the loop will retry and report
+            if not isinstance(exc, Errors.KafkaError):
+                self._unexpected(exc, now)
+            else:
+                log.debug("direct drain failed", exc_info=True)
             self.wakeup()
             return
         if nxt is not None:
@@ -365,6 +378,9 @@ class Sender:
         loop = asyncio.get_running_loop()
         acc = self.acc
         while True:
+            pause = self._resume_at - time.monotonic()
+            if pause > 0:  # an unexpected error: wake-ups do not cut the back-off short
+                await asyncio.sleep(pause)
             self._woken = False
             now = time.monotonic()
             nxt = None
@@ -374,13 +390,18 @@ class Sender:
                 if self.idempotent:
                     await self._prepare_idempotence()
                 retry_at = self._drain_sinks(now)
+                self._guard.ok()
             except Exception as exc:  # never let the loop die silently
-                if retry_action(exc).retriable:  # e.g. InitProducerId, the broker away
-                    log.warning("sender: %r; retrying", exc)
+                if not isinstance(exc, Errors.KafkaError):  # a bug: the supervision rule
+                    self._unexpected(exc, now)
+                    retry_at = self._resume_at
                 else:
-                    log.exception("sender loop error")
-                    self._fail_pending(exc)
-                retry_at = now + self.retry_backoff
+                    if retry_action(exc).retriable:  # e.g. InitProducerId, the broker away
+                        log.warning("sender: %r; retrying", exc)
+                    else:
+                        log.exception("sender loop error")
+                        self._fail_pending(exc)
+                    retry_at = now + self.retry_backoff
             if retry_at is not None and (nxt is None or retry_at < nxt):
                 nxt = retry_at
             if self.closing and not acc.unsent and not self._requests:
@@ -402,6 +423,22 @@ class Sender:
                 if timer is not None:
                     timer.cancel()
                 self._waiter = None
+
+    def _unexpected(self, exc: Exception, now: float) -> None:
+        """A step failed with an unexpected exception: logged once, the records queued now
+        fail with it, no step before the back-off."""
+        self._resume_at = now + self._guard.failed(exc)
+        self._fail_pending(self._sup.take() or unexpected("producer: sender", exc))
+
+    def unexpected_request(self, exc: Exception) -> Errors.KafkaError:
+        """A Produce request failed with an unexpected exception (``Sink._send``): logged
+        once, no drain before the back-off; the error its batches fail with."""
+        self._resume_at = time.monotonic() + self._g_request.failed(exc)
+        return self._sup.take() or unexpected("producer: produce request", exc)
+
+    def request_ok(self) -> None:
+        """A Produce request was answered: an episode of unexpected request errors ended."""
+        self._g_request.ok()
 
     def _fail_pending(self, exc: BaseException) -> None:
         err = exc if isinstance(exc, Errors.KafkaError) else Errors.KafkaError(repr(exc))

@@ -80,6 +80,13 @@ class SinkHost(Protocol):
     def drain_now(self) -> None:
         """Seal and drain again (a request ended)."""
 
+    def unexpected_request(self, exc: Exception) -> Errors.KafkaError:
+        """A Produce request failed with an unexpected exception (the supervision rule):
+        logged once, the sender backs off; the error its batches fail with."""
+
+    def request_ok(self) -> None:
+        """A Produce request was answered (an episode of unexpected errors ended)."""
+
 
 class Sink:
     """The partition queues one leader node leads, and its requests in flight."""
@@ -226,6 +233,8 @@ class Sink:
                 s.untrack(token)
                 if not token.cancelled():
                     token.set_result(None)
+                    if exc is None:
+                        s.request_ok()
                     self._ended(batches, resp, exc, True)
                 self._request_ended()
 
@@ -266,10 +275,11 @@ class Sink:
                 s.acc.fail(b, err)
             raise
         except Exception as exc:
-            if not isinstance(exc, Errors.KafkaError):  # bug or unexpected I/O failure
-                log.exception("produce request failed")
+            if not isinstance(exc, Errors.KafkaError):  # bug or unexpected I/O failure:
+                exc = s.unexpected_request(exc)  # logged once, the sender backs off
             self._ended(batches, None, exc, True)
         else:
+            s.request_ok()
             self._ended(batches, resp, None, True)
         finally:
             self._request_ended()

@@ -157,6 +157,9 @@ class AIOKafkaShareConsumer:
         #: acknowledgements sent by a poll that had records to hand out (no fetch due)
         self._acking: asyncio.Task[None] | None = None
         self._async_commits: set[asyncio.Task[None]] = set()
+        #: after an unexpected error of a fetch round: no new round before (the loop clock)
+        self._round_after = 0.0
+        self._g_round = self._membership.supervisor.guard("fetch round", log)
         self._started = False
         self._closed = False
 
@@ -421,6 +424,7 @@ class AIOKafkaShareConsumer:
 
     def _raise_pending(self) -> None:
         self._report_ack_results()
+        self._membership.supervisor.raise_pending()
         fetcher = self._fetcher
         if fetcher.errors:
             raise fetcher.errors.pop(0)
@@ -487,10 +491,14 @@ class AIOKafkaShareConsumer:
                 continue
             rnd = self._round
             if rnd is None or rnd.done():
+                backoff = self._round_after - now()
+                if backoff > 0:  # a round failed unexpectedly: no new one before its back-off
+                    await asyncio.sleep(backoff if remaining is None else min(backoff, remaining))
+                    continue
                 max_wait = self._max_wait_ms
                 if remaining is not None:
                     max_wait = max(0, min(max_wait, int(remaining * 1000)))
-                rnd = self._round = asyncio.ensure_future(fetcher.fetch_round(assigned, max_wait))
+                rnd = self._round = asyncio.ensure_future(self._fetch_round(assigned, max_wait))
             started = now()
             # asyncio.wait neither cancels the round when this poll is cancelled or times out:
             # its records wait for the next poll (they are acquired: dropping them would hold
@@ -516,6 +524,18 @@ class AIOKafkaShareConsumer:
             return  # a prefetch is out: the next poll sends these
         self._acking = asyncio.ensure_future(self._fetcher.acknowledge_pending())
 
+    async def _fetch_round(self, assigned: set[TopicPartition], max_wait_ms: int) -> None:
+        """One fetch round under the supervision rule: an unexpected exception is logged once,
+        raised once by the next poll, and holds the next round back (exponential back-off)."""
+        try:
+            await self._fetcher.fetch_round(assigned, max_wait_ms)
+        except Errors.KafkaError:
+            raise  # the poll raises it, as before
+        except Exception as exc:
+            self._round_after = asyncio.get_running_loop().time() + self._g_round.failed(exc)
+            return
+        self._g_round.ok()
+
     def _hand_out(self, n: int) -> list[ShareConsumerRecord]:
         buf = self._fetcher.buffer
         out = buf[:n]
@@ -526,6 +546,7 @@ class AIOKafkaShareConsumer:
             and not self._explicit
             and not self._record_limit
             and (self._round is None or self._round.done())
+            and asyncio.get_running_loop().time() >= self._round_after
         ):
             # implicit mode, the buffer ran dry: fetch the next records while the application
             # works on these (their acceptance goes with the round after). Not in explicit
@@ -535,9 +556,7 @@ class AIOKafkaShareConsumer:
             # Java's
             assigned = self._membership.assignment()
             if assigned:
-                self._round = asyncio.ensure_future(
-                    self._fetcher.fetch_round(assigned, self._max_wait_ms)
-                )
+                self._round = asyncio.ensure_future(self._fetch_round(assigned, self._max_wait_ms))
         if self._h_consume:
             for r in out:
                 emit(self._h_consume, r)

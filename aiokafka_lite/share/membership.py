@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.ops._exec import coordinator_call
@@ -85,6 +86,10 @@ class ShareMembership:
         self.joined = asyncio.Event()
         self._max_poll_s = max_poll_interval_ms / 1000
         self._last_poll = time.monotonic()
+        #: the share consumer's unexpected background errors (_supervise): this loop's and
+        #: the fetch rounds', raised once by the next poll
+        self.supervisor = Supervisor("share consumer", client.retry_backoff_ms, log)
+        self._guard = self.supervisor.guard("heartbeat")
 
     # -- subscription ---------------------------------------------------------------------
 
@@ -143,7 +148,8 @@ class ShareMembership:
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run(self._leaving))
+            leaving = self._leaving
+            self._task = asyncio.ensure_future(self._guard.run(lambda: self._run(leaving)))
 
     async def _leave_after(self, task: asyncio.Task[None]) -> None:
         task.cancel()
@@ -169,6 +175,7 @@ class ShareMembership:
                 continue
             try:
                 await self._heartbeat()
+                self._guard.ok()
             except _REJOIN as exc:
                 log.info("share group %s: %r, joining again", self.group_id, exc)
                 self._reset()
