@@ -28,7 +28,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * "stop" on stdin (or the end of stdin) closes it, so it leaves the group.
  *
  * <pre>group-member-consumer --bootstrap H:P --topic T --group G [--remote-assignor uniform|range]
- *     [--run-ms N] [--from beginning|latest]</pre>
+ *     [--run-ms N] [--from beginning|latest] [--auto-commit true|false] [--close-ms N]</pre>
  */
 final class ConsumerProtocolMember {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -37,7 +37,8 @@ final class ConsumerProtocolMember {
 
     static void run(String[] args) throws Exception {
         String bootstrap = null, topic = null, group = null, assignor = null, from = "beginning";
-        long runMs = 120000;
+        long runMs = 120000, closeMs = 10000;
+        boolean autoCommit = false;
         for (int i = 1; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -47,6 +48,8 @@ final class ConsumerProtocolMember {
                 case "--remote-assignor" -> assignor = value;
                 case "--run-ms" -> runMs = Long.parseLong(value);
                 case "--from" -> from = value;
+                case "--auto-commit" -> autoCommit = Boolean.parseBoolean(value);
+                case "--close-ms" -> closeMs = Long.parseLong(value);
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
@@ -58,7 +61,7 @@ final class ConsumerProtocolMember {
         config.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-oracle-consumer-protocol");
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         config.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
-        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, Boolean.toString(autoCommit));
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, from.equals("latest") ? "latest" : "earliest");
         if (assignor != null) {
             config.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, assignor);
@@ -116,7 +119,7 @@ final class ConsumerProtocolMember {
                 }
             }
         } finally {
-            consumer.close(Duration.ofSeconds(10));
+            consumer.close(Duration.ofMillis(closeMs));
         }
         emit("{\"event\":\"closed\"}");
     }
