@@ -164,7 +164,10 @@ class AIOKafkaShareConsumer:
         try:
             if not self._started:
                 return
+            # one close bound for the whole stop (as Java's close timer): request_timeout_ms
+            loop = asyncio.get_running_loop()
             timeout = self._client.request_timeout_ms / 1000
+            deadline = loop.time() + timeout
             if self._round is not None:
                 with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
                     await asyncio.wait_for(asyncio.shield(self._round), timeout)
@@ -182,7 +185,7 @@ class AIOKafkaShareConsumer:
             self._membership.cancel()
             try:
                 results, offsets = await asyncio.wait_for(
-                    self._fetcher.acknowledge(final=True), timeout
+                    self._fetcher.acknowledge(final=True), max(0.0, deadline - loop.time())
                 )
             except (Errors.KafkaError, asyncio.TimeoutError) as exc:
                 log.warning(
@@ -196,7 +199,12 @@ class AIOKafkaShareConsumer:
                         self._group_id,
                         ShareAcknowledgementError(failed, offsets),
                     )
-            await self._membership.leave(timeout)
+            await self._membership.leave(max(0.0, deadline - loop.time()))
+        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+            self._membership.cancel()
+            if self._round is not None:
+                self._round.cancel()
+            raise
         finally:
             await self._client.close()
 
