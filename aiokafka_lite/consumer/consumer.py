@@ -331,6 +331,11 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
                 await self._coordinator.close()
             if self._fetcher is not None:
                 await self._fetcher.close()
+        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+            for part in (self._coordinator, self._fetcher):
+                if part is not None:
+                    part.abandon()
+            raise
         finally:
             self._subscription.abort_waiters(Errors.ConsumerStoppedError("consumer is stopped"))
             await self._client.close()

@@ -198,18 +198,18 @@ class Coordinator(OffsetsMixin):
         self._closed = True
         self._client.cluster.remove_listener(self._on_metadata)
         self._subs.remove_waker(self._wake.set)
+        # the close bound: the tasks' end, the last commit and the leave share ONE
+        # request_timeout_ms budget (aiokafka's stop() takes no timeout; Java's classic close()
+        # is bounded by min(its timeout, request.timeout.ms)), so stop() stays bounded with a
+        # silent coordinator. The commit (no silent loss) may use all of it; the leave then
+        # gets what is left (see _leave_budget).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout_ms / 1000
         tasks = [t for t in (self._task, self._hb_task) if t is not None]
         for t in tasks:
             t.cancel()
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
-            await asyncio.wait(tasks, timeout=5)
-        # the last commit and the LeaveGroup share ONE request_timeout_ms budget: stop() stays
-        # bounded with a silent coordinator. The commit (no silent loss) may use all of it; the
-        # LeaveGroup is a minimal-effort courtesy (as the Java client's): skipped when the
-        # coordinator is unknown, and waited for at most session_timeout_ms, after which the
-        # coordinator drops the member anyway.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
+            await asyncio.wait(tasks, timeout=min(5.0, self._request_timeout_ms / 1000))
         if self._auto_commit and self.group_id is not None:
             try:
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
@@ -217,12 +217,14 @@ class Coordinator(OffsetsMixin):
                 log.warning(
                     "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
                 )
-        if leave and self.coordinator_id is not None:
-            budget = min(deadline - loop.time(), self._session_timeout_ms / 1000)
+        if leave:  # also with the coordinator unknown or dead: the leave looks it up again
+            budget = self._leave_budget(deadline - loop.time())
             await self._leave_group("consumer stopped", max(0.0, budget))
-        elif leave:  # nobody to tell: forget the membership (static members never leave)
-            self.generation = -1
-            self.member_id = ""
+
+    def _leave_budget(self, remaining: float) -> float:
+        """How long the leave at :meth:`close` may take, of the ``remaining`` close budget: at
+        most ``session_timeout_ms``, after which the coordinator drops the member anyway."""
+        return min(remaining, self._session_timeout_ms / 1000)
 
     async def commit_through(
         self, client: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]

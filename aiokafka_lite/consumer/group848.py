@@ -42,6 +42,7 @@ from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops.membership import consumer_group_heartbeat_request
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
+from . import classic
 from .assignors import RoundRobinPartitionAssignor
 from .group import Coordinator, _call_listener
 
@@ -129,6 +130,11 @@ class ConsumerGroupMember(Coordinator):
         """Commit (auto commit), leave with epoch -1 (-2 for a static member, so its restart
         keeps the assignment) and stop the tasks."""
         await super().close(leave)
+
+    def _leave_budget(self, remaining: float) -> float:
+        """The whole rest of the close budget: the session is the broker's
+        (``group.consumer.session.timeout.ms``), not ``session_timeout_ms``."""
+        return remaining
 
     def _fetch_member(self) -> tuple[str | None, int]:
         return (self.member_id, self.generation) if self.generation > 0 else (None, -1)
@@ -412,10 +418,6 @@ class ConsumerGroupMember(Coordinator):
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return True
 
-    async def _locked_send(self, request: Any) -> Any:
-        async with self._hb_lock:  # never beside a heartbeat in flight
-            return await self._send(request)
-
     async def _heartbeat_once(self) -> float:
         """One heartbeat and its answer; the delay until the next one."""
         async with self._hb_lock:
@@ -490,8 +492,12 @@ class ConsumerGroupMember(Coordinator):
         if timeout is None:
             timeout = self._request_timeout_ms / 1000
         if timeout > 0:
-            with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._locked_send(request), timeout)
+            # never beside a heartbeat in flight; a dead or moved coordinator is looked up
+            # again and the leave sent to the new one within ``timeout`` (issue 30)
+            async with self._hb_lock:
+                await classic.leave_through_coordinator(
+                    self._client, self.group_id, request, timeout, "ConsumerGroupHeartbeat (leave)"
+                )
         log.info("group %s: member %s left (%s)", self.group_id, self.member_id, reason)
         self.generation = -1
         self._target = None

@@ -204,27 +204,29 @@ class AIOKafkaShareConsumer:
         try:
             if not self._started:
                 return
-            timeout = self._client.request_timeout_ms / 1000
-            if self._round is not None:
+            # one close bound for the whole stop (as Java's close timer): request_timeout_ms
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._client.request_timeout_ms / 1000
+
+            def left() -> float:
+                return max(0.0, deadline - loop.time())
+
+            for task in (self._round, self._acking):
+                if task is None:
+                    continue
                 with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
-                    await asyncio.wait_for(asyncio.shield(self._round), timeout)
-                if not self._round.done():
-                    self._round.cancel()
-                    await asyncio.gather(self._round, return_exceptions=True)
-            if self._acking is not None:
-                with contextlib.suppress(asyncio.TimeoutError, Errors.KafkaError):
-                    await asyncio.wait_for(asyncio.shield(self._acking), timeout)
-                if not self._acking.done():
-                    self._acking.cancel()
-                    await asyncio.gather(self._acking, return_exceptions=True)
+                    await asyncio.wait_for(asyncio.shield(task), left())
+                if not task.done():
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             if self._async_commits:  # commit_async() answers still out: reported below
-                await asyncio.wait(set(self._async_commits), timeout=timeout)
+                await asyncio.wait(set(self._async_commits), timeout=left())
             # not acknowledged, and not sent: the sessions' close releases them (as Java)
             self._book.drop_delivered()
             self._fetcher.buffer.clear()
             self._membership.cancel()
             try:
-                outcome = await asyncio.wait_for(self._fetcher.acknowledge(final=True), timeout)
+                outcome = await asyncio.wait_for(self._fetcher.acknowledge(final=True), left())
             except (Errors.KafkaError, asyncio.TimeoutError) as exc:
                 log.warning(
                     "share consumer %s: closing the sessions failed: %r", self._group_id, exc
@@ -239,7 +241,13 @@ class AIOKafkaShareConsumer:
                     self._group_id,
                     exc,
                 )
-            await self._membership.leave(timeout)
+            await self._membership.leave(left())
+        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+            self._membership.cancel()
+            for task in (self._round, self._acking, *self._async_commits):
+                if task is not None:
+                    task.cancel()
+            raise
         finally:
             await self._client.close()
 

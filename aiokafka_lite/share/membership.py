@@ -265,7 +265,9 @@ class ShareMembership:
         self.joined.set()
 
     async def leave(self, timeout_s: float) -> None:
-        """Stop heartbeating and leave the group (epoch -1), waiting at most ``timeout_s``."""
+        """Stop heartbeating and leave the group (epoch -1), waiting at most ``timeout_s``: an
+        unknown, dead or moving coordinator is looked up again (FindCoordinator, every
+        ``retry_backoff_ms``) and the leave sent to the new one within that time."""
         self._active = False
         task, self._task = self._task, None
         if task is not None:
@@ -285,16 +287,22 @@ class ShareMembership:
         self.state = "leaving"
         request = share_ops.share_heartbeat_request(self.group_id, self.member_id, -1, None)
         try:
-            await coordinator_call(
-                self._client,
-                self.group_id,
-                _GROUP_KEY,
-                request,
-                lambda r: int(r.error_code),
-                timeout_ms=timeout_s * 1000,
-                what="ShareGroupHeartbeat (leave)",
+            if timeout_s <= 0:
+                raise Errors.KafkaTimeoutError("no time left to leave")
+            await asyncio.wait_for(
+                coordinator_call(
+                    self._client,
+                    self.group_id,
+                    _GROUP_KEY,
+                    request,
+                    lambda r: int(r.error_code),
+                    timeout_ms=timeout_s * 1000,
+                    what="ShareGroupHeartbeat (leave)",
+                ),
+                timeout_s,
             )
-        except Errors.KafkaError as exc:  # the coordinator drops it after its session timeout
+        except (Errors.KafkaError, asyncio.TimeoutError) as exc:
+            # the coordinator drops the member after its session timeout
             log.info("share group %s: leaving failed: %r", self.group_id, exc)
         self.epoch = -1
         self.state = "left"

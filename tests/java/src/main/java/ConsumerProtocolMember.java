@@ -35,7 +35,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * <pre>group-member-consumer --bootstrap H:P (--topic T | --pattern P | --subscription-pattern P) --group G
  *     [--remote-assignor NAME] [--run-ms N] [--from beginning|latest] [--instance-id ID]
- *     [--revoke-sleep-ms N] [--max-poll-records N] [--auto-commit true|false]</pre>
+ *     [--revoke-sleep-ms N] [--max-poll-records N] [--auto-commit true|false] [--close-ms N]</pre>
  */
 final class ConsumerProtocolMember {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -46,7 +46,7 @@ final class ConsumerProtocolMember {
         String bootstrap = null, topic = null, group = null, assignor = null, from = "beginning";
         String pattern = null, subscriptionPattern = null, instanceId = null, maxPollRecords = null;
         boolean autoCommit = false;
-        long runMs = 120000, revokeSleepMs = 0;
+        long runMs = 120000, revokeSleepMs = 0, closeMs = 10000;
         for (int i = 1; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -62,6 +62,7 @@ final class ConsumerProtocolMember {
                 case "--revoke-sleep-ms" -> revokeSleepMs = Long.parseLong(value);
                 case "--max-poll-records" -> maxPollRecords = value;
                 case "--auto-commit" -> autoCommit = Boolean.parseBoolean(value);
+                case "--close-ms" -> closeMs = Long.parseLong(value);
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
@@ -162,7 +163,7 @@ final class ConsumerProtocolMember {
                 }
             }
         } finally {
-            consumer.close(Duration.ofSeconds(10));
+            consumer.close(Duration.ofMillis(closeMs));
         }
         emit("{\"event\":\"closed\"}");
     }

@@ -81,7 +81,7 @@ public final class KafkaOracle {
         "",
         "  group-member --bootstrap H:P --topic T --group G [--assignor range|roundrobin|...]",
         "          [--run-ms N] [--from beginning|latest] [--session-timeout-ms N] [--heartbeat-interval-ms N]",
-        "          [--watch-stdin true|false]",
+        "          [--watch-stdin true|false] [--auto-commit true|false] [--close-ms N (default 10000)]",
         "      stdout: {\"event\": \"assigned\"|\"revoked\"|\"lost\", \"partitions\": [[topic, p], ...], ...},",
         "              records as for consume, {\"event\": \"commit_failed\", ...}, finally {\"event\": \"closed\"}",
         "      stops after --run-ms (default 120000), or when stdin says \"stop\" or is closed",
@@ -429,11 +429,15 @@ public final class KafkaOracle {
 
     private static void groupMember(Options options) throws Exception {
         options.allow("bootstrap", "topic", "group", "assignor", "run-ms", "from", "session-timeout-ms",
-            "heartbeat-interval-ms", "watch-stdin");
+            "heartbeat-interval-ms", "watch-stdin", "auto-commit", "close-ms");
         String topic = options.required("topic");
         String group = options.required("group");
         long runMs = options.integer("run-ms", 120000);
         Properties config = consumerConfig(options, group);
+        if (options.bool("auto-commit", false)) { // the Java default; commitSync after polls stays
+            config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "true");
+        }
+        Duration closeTimeout = Duration.ofMillis(options.integer("close-ms", (int) CLOSE_TIMEOUT.toMillis()));
         if (options.has("session-timeout-ms")) {
             config.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, Integer.toString(options.integer("session-timeout-ms", 0)));
         }
@@ -488,7 +492,7 @@ public final class KafkaOracle {
                 }
             }
         } finally {
-            consumer.close(CLOSE_TIMEOUT); // sends LeaveGroup; revocation callbacks run here too
+            consumer.close(closeTimeout); // sends LeaveGroup; revocation callbacks run here too
         }
         Map<String, Object> closed = new LinkedHashMap<>();
         closed.put("event", "closed");
