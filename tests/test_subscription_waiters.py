@@ -1,6 +1,7 @@
 """``SubscriptionState.wait_for_assignment()`` (aiokafka's name, read by code written against
 its consumer): a waiter wakes at the next assignment, by the group or by ``assign()``, never at
-a revocation, and fails when the consumer stops. Broker-free."""
+a revocation, and fails when the consumer stops. Also the pattern forms ``subscribe()`` takes.
+Broker-free."""
 
 from __future__ import annotations
 
@@ -45,3 +46,20 @@ async def test_assign_wakes_waiters_and_stop_fails_them() -> None:
     subs.assign_from_user([TP1])  # a cancelled waiter is skipped
     await asyncio.sleep(0)
     assert cancelled.cancelled()
+
+
+def test_patterns_str_compiled_and_broker_side() -> None:
+    """A str and a compiled ``re.Pattern`` (aiokafka takes both) are matched by the client; a
+    ``SubscriptionPattern`` is kept for the broker (KIP-848), never compiled here."""
+    import re
+
+    from aiokafka_lite.structs import SubscriptionPattern
+
+    subs = SubscriptionState("earliest")
+    subs.subscribe(pattern=re.compile("orders-.*"))
+    assert subs.pattern is not None and subs.pattern.match("orders-eu")
+    assert subs.broker_pattern is None and subs.subscribed
+    subs.subscribe(pattern="pay-.*")
+    assert subs.pattern is not None and subs.pattern.pattern == "pay-.*"
+    subs.subscribe(pattern=SubscriptionPattern("(?!x).*"))  # RE2/J syntax is the broker's
+    assert subs.pattern is None and subs.broker_pattern == "(?!x).*" and subs.subscribed

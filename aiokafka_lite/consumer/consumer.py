@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -376,7 +377,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
     def subscribe(
         self,
         topics: Iterable[str] = (),
-        pattern: str | SubscriptionPattern | None = None,
+        pattern: str | re.Pattern[str] | SubscriptionPattern | None = None,
         listener: Any = None,
     ) -> None:
         """Subscribe to topics or to a regex pattern; partitions come from the group (or,

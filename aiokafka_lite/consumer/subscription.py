@@ -139,17 +139,18 @@ class SubscriptionState:
     def subscribe(
         self,
         topics: Iterable[str] = (),
-        pattern: str | SubscriptionPattern | None = None,
+        pattern: str | re.Pattern[str] | SubscriptionPattern | None = None,
         listener: Any = None,
     ) -> None:
         """Subscribe to topics or a regex pattern (replaces any previous subscription): a str
-        is matched here with ``re.match``, a :class:`SubscriptionPattern` by the broker."""
+        (or compiled ``re.Pattern``) is matched here with ``re.match``, a
+        :class:`SubscriptionPattern` by the broker."""
         if self.user_assigned:
             raise IllegalStateError("subscribe() after assign(): call unsubscribe() first")
         compiled = None
         broker = pattern.pattern if isinstance(pattern, SubscriptionPattern) else None
-        if isinstance(pattern, str):
-            try:
+        if pattern is not None and not isinstance(pattern, SubscriptionPattern):
+            try:  # a str, or an re.Pattern (as aiokafka: re.compile takes both)
                 compiled = re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"invalid subscription pattern {pattern!r}: {exc}") from None
