@@ -334,26 +334,33 @@ _APACHE_GROUP_MODULES = (
     "test_group_churn",
     "test_group_cooperative",
 )
+#: Apache-only side-by-side modules of Kafka 4 semantics (the Java share consumer and KIP-848
+#: member driven step by step beside ours: a JVM per scenario, lock and session waits): two
+#: shards of their own, so the plain "apache" shard stays short
+_APACHE_SHARE_JAVA_MODULES = ("test_share_lifecycle_java", "test_share_java_api")
+_APACHE_848_JAVA_MODULES = ("test_group848_java_corners",)
 #: modules of long-waiting tests (fault paths, differential runs on aiokafka and on us): a
 #: second shard of each broker kind ("<kind>-b"), with its own broker
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 #: the order xdist hands groups out in (Makefile: --no-loadscope-reorder), longest first: each
-#: worker gets two at the start, then one more whenever it runs short (estimated seconds on a
-#: busy 2-core machine in the comments)
+#: worker gets two at the start, then one more whenever it runs short (seconds measured in a
+#: whole-suite run on a 2-core machine, 2026-11-28, in the comments)
 _FIRST = (
-    "apache-spark",  # 560
-    "tansu-b",  # 400
-    "noida-spark",  # 330
-    "tansu",  # 320
-    "apache-interop",  # 310
-    "apache-groups",  # 300
-    "apache-b",  # 260
-    "apache",  # 250
-    "noida-b",  # 230
-    "noida",  # 220
-    "apache-cluster",  # 200
-    "no-broker",  # 150
-    "tansu-spark",  # 140
+    "apache-spark",  # 650
+    "apache-share-java",  # 460
+    "apache-interop",  # 445
+    "tansu-b",  # 445
+    "apache-cluster",  # 425
+    "apache-groups",  # 385
+    "tansu",  # 325
+    "apache-b",  # 295
+    "apache-848-java",  # 260
+    "noida-b",  # 215
+    "noida",  # 215
+    "apache",  # 170
+    "noida-spark",  # 140
+    "no-broker",  # 100
+    "tansu-spark",  # 50
     "apache-gssapi",  # 40
 )
 
@@ -377,6 +384,10 @@ def _xdist_group(item: pytest.Item) -> str:
         return "apache-interop"
     if kind == "apache" and module in _APACHE_GROUP_MODULES:
         return "apache-groups"
+    if kind == "apache" and module in _APACHE_SHARE_JAVA_MODULES:
+        return "apache-share-java"
+    if kind == "apache" and module in _APACHE_848_JAVA_MODULES:
+        return "apache-848-java"
     if kind is not None:
         return f"{kind}-b" if module in _SLOW_MODULES else str(kind)
     return "apache-interop" if "apache39" in names else "no-broker"

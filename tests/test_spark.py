@@ -1076,6 +1076,8 @@ async def test_oauthbearer_client_credentials_through_spark(spark, broker, new_t
             "kafka.sasl.oauthbearer.token.endpoint.url": (
                 f"http://127.0.0.1:{server.server_address[1]}/token"
             ),
+            # Java's KIP-1082 switch (off by default: the secret would go as given)
+            "kafka.sasl.oauthbearer.header.urlencode": "true",
         }
         rows = [(f"k{i}", f"v{i}") for i in range(20)]
         (

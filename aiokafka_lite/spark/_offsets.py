@@ -89,6 +89,7 @@ OAUTH_OPTIONS = (
     "sasl_oauth_client_secret",
     "sasl_oauth_scope",
     "sasl_oauth_extensions",
+    "sasl_oauth_header_urlencode",
 )
 
 
@@ -136,6 +137,7 @@ def _token_provider(client: dict[str, Any]) -> Any:
         str(client["sasl_oauth_client_secret"]),
         scope=client.get("sasl_oauth_scope"),
         extensions=client.get("sasl_oauth_extensions"),
+        header_urlencode=client.get("sasl_oauth_header_urlencode") is True,
     )
 
 

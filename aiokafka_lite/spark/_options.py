@@ -85,6 +85,8 @@ _RENAMED = {
     "sasl.oauthbearer.client.credentials.client.id": "sasl_oauth_client_id",
     "sasl.oauthbearer.client.credentials.client.secret": "sasl_oauth_client_secret",
     "sasl.oauthbearer.scope": "sasl_oauth_scope",
+    # Java's KIP-1082 switch (default false): URL-encode the id and secret in the Basic header
+    "sasl.oauthbearer.header.urlencode": "sasl_oauth_header_urlencode",
 }
 #: Kafka's own OAUTHBEARER login callback handler (client credentials): what
 #: ``sasl.oauthbearer.token.endpoint.url`` does here, so naming it changes nothing.
