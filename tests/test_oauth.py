@@ -599,6 +599,10 @@ async def test_reauthentication_keeps_pipelined_requests_in_order(broker, new_to
 
     try:
         await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(4))), run_for + 30)
+        # the last send_nowait() requests may still be out: wait for their callbacks
+        settle = loop.time() + 30
+        while len(offsets) + len(errors) < issued and loop.time() < settle:
+            await asyncio.sleep(0.01)
         assert errors == [] and not conn.closed
         assert conn.reauthentications >= 2
     finally:
