@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import emit
-from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.ops.membership import (
     heartbeat_request,
     join_group_request,
     leave_group_request,
+    send_leave,
     sync_group_request,
 )
 
@@ -41,7 +41,6 @@ __all__ = [
     "join",
     "leader_assignment",
     "leave",
-    "leave_through_coordinator",
     "subscription",
     "sync",
 ]
@@ -198,35 +197,9 @@ async def leave(m: Coordinator, reason: str, timeout: float | None = None) -> No
         # a dead or moved coordinator is looked up again (every retry_backoff_ms) and the
         # leave sent to the new one, all within ``timeout``: the other members get the
         # partitions now, not at the end of this member's session (issue 30)
-        await leave_through_coordinator(m._client, m.group_id, request, timeout, "LeaveGroup")
+        await send_leave(m._client, m.group_id, request, timeout, "LeaveGroup")
     m.generation = -1
     m.member_id = ""
-
-
-async def leave_through_coordinator(
-    client: Any, group_id: str, request: Any, timeout: float, what: str
-) -> None:
-    """Send a group leave (LeaveGroup, or a heartbeat with a leave epoch) to the coordinator of
-    ``group_id`` within ``timeout`` seconds, looking the coordinator up again (FindCoordinator
-    through the client's cache) and retrying every ``retry_backoff_ms`` while it is unknown,
-    dead, moving or loading. A refusal (the member is already gone) or the end of the budget is
-    logged, never raised: the coordinator drops the member at the end of its session anyway.
-    Cancellation propagates."""
-    try:
-        await asyncio.wait_for(
-            coordinator_call(
-                client,
-                group_id,
-                0,
-                request,
-                lambda r: int(r.error_code),
-                timeout_ms=timeout * 1000,
-                what=what,
-            ),
-            timeout,
-        )
-    except (Errors.KafkaError, asyncio.TimeoutError) as exc:
-        log.info("group %s: %s not answered: %r", group_id, what, exc)
 
 
 async def _heartbeat_due(m: Coordinator) -> None:

@@ -39,10 +39,9 @@ from typing import Any, TypeVar
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import emit
-from aiokafka_lite.ops.membership import consumer_group_heartbeat_request
+from aiokafka_lite.ops.membership import consumer_group_heartbeat_request, send_leave
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-from . import classic
 from .assignors import RoundRobinPartitionAssignor
 from .group import Coordinator, _call_listener
 
@@ -495,7 +494,7 @@ class ConsumerGroupMember(Coordinator):
             # never beside a heartbeat in flight; a dead or moved coordinator is looked up
             # again and the leave sent to the new one within ``timeout`` (issue 30)
             async with self._hb_lock:
-                await classic.leave_through_coordinator(
+                await send_leave(
                     self._client, self.group_id, request, timeout, "ConsumerGroupHeartbeat (leave)"
                 )
         log.info("group %s: member %s left (%s)", self.group_id, self.member_id, reason)

@@ -9,18 +9,25 @@ shapes in this layer and the coordinator reads the responses' named fields.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import errors as Errors
 from ..protocol import messages as m
+from ._exec import coordinator_call
 
 __all__ = [
     "consumer_group_heartbeat_request",
     "heartbeat_request",
     "join_group_request",
     "leave_group_request",
+    "send_leave",
     "sync_group_request",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def join_group_request(
@@ -129,3 +136,30 @@ def consumer_group_heartbeat_request(
             for tid, ps in owned.items()
         ],
     )
+
+
+async def send_leave(client: Any, group_id: str, request: Any, timeout: float, what: str) -> None:
+    """Send a group leave (LeaveGroup, or a Consumer/ShareGroupHeartbeat with a leave epoch) to
+    the coordinator of ``group_id`` within ``timeout`` seconds, looking the coordinator up again
+    (FindCoordinator through the client's cache) and retrying every ``retry_backoff_ms`` while
+    it is unknown, dead, moving or loading. A refusal (the member is already gone) or the end of
+    the budget is logged, never raised: the coordinator drops the member at the end of its
+    session anyway. Cancellation propagates."""
+    if timeout <= 0:
+        log.info("group %s: no time left to send %s", group_id, what)
+        return
+    try:
+        await asyncio.wait_for(
+            coordinator_call(
+                client,
+                group_id,
+                0,
+                request,
+                lambda r: int(r.error_code),
+                timeout_ms=timeout * 1000,
+                what=what,
+            ),
+            timeout,
+        )
+    except (Errors.KafkaError, asyncio.TimeoutError) as exc:
+        log.info("group %s: %s not answered: %r", group_id, what, exc)

@@ -35,6 +35,7 @@ from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.ops._exec import coordinator_call
+from aiokafka_lite.ops.membership import send_leave
 from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["ShareMembership", "new_member_id"]
@@ -209,18 +210,13 @@ class ShareMembership:
             self._max_poll_s,
         )
         request = share_ops.share_heartbeat_request(self.group_id, self.member_id, -1, None)
-        try:
-            await coordinator_call(
-                self._client,
-                self.group_id,
-                _GROUP_KEY,
-                request,
-                lambda r: int(r.error_code),
-                timeout_ms=self._client.timeouts.request_ms,
-                what="ShareGroupHeartbeat (leave: max poll interval)",
-            )
-        except Errors.KafkaError as exc:  # the coordinator drops it after its session timeout
-            log.info("share group %s: leaving failed: %r", self.group_id, exc)
+        await send_leave(
+            self._client,
+            self.group_id,
+            request,
+            self._client.timeouts.request_ms / 1000,
+            "ShareGroupHeartbeat (leave: max poll interval)",
+        )
         self._reset()
         self.state = "poll_timeout"
 
@@ -286,24 +282,9 @@ class ShareMembership:
             return
         self.state = "leaving"
         request = share_ops.share_heartbeat_request(self.group_id, self.member_id, -1, None)
-        try:
-            if timeout_s <= 0:
-                raise Errors.KafkaTimeoutError("no time left to leave")
-            await asyncio.wait_for(
-                coordinator_call(
-                    self._client,
-                    self.group_id,
-                    _GROUP_KEY,
-                    request,
-                    lambda r: int(r.error_code),
-                    timeout_ms=timeout_s * 1000,
-                    what="ShareGroupHeartbeat (leave)",
-                ),
-                timeout_s,
-            )
-        except (Errors.KafkaError, asyncio.TimeoutError) as exc:
-            # the coordinator drops the member after its session timeout
-            log.info("share group %s: leaving failed: %r", self.group_id, exc)
+        await send_leave(
+            self._client, self.group_id, request, timeout_s, "ShareGroupHeartbeat (leave)"
+        )
         self.epoch = -1
         self.state = "left"
         self._drop_assignment()
