@@ -40,6 +40,19 @@ async def need_share_groups(broker: Any) -> None:
         pytest.skip(f"[{broker.kind}] no share groups (KIP-932): ShareGroupHeartbeat missing")
 
 
+async def need_java_share_groups(broker: Any) -> None:
+    """Skip unless the broker is Apache Kafka with share groups and the Java oracle runs (the
+    side-by-side share tests)."""
+    import java_oracle
+
+    if broker.kind != "apache":
+        pytest.skip(f"[{broker.kind}] the Java client's reference broker is Apache Kafka")
+    await need_share_groups(broker)
+    reason = java_oracle.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
 async def configure_group(bootstrap: str, group: str, **configs: str) -> None:
     """Set share-group configs (``share_auto_offset_reset="earliest"`` ...) on ``group``."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)

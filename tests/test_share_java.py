@@ -17,7 +17,12 @@ from typing import Any
 import java_oracle
 import pytest
 from java_oracle import ShareMember
-from share_helpers import configure_group, need_share_groups, produce_values, wait_until
+from share_helpers import (
+    configure_group,
+    need_java_share_groups,
+    produce_values,
+    wait_until,
+)
 
 from aiokafka_lite import AIOKafkaShareConsumer
 from aiokafka_lite.admin import AIOKafkaAdminClient
@@ -25,18 +30,8 @@ from aiokafka_lite.admin import AIOKafkaAdminClient
 pytestmark = pytest.mark.integration
 
 
-async def _need_java_share_groups(broker: Any) -> None:
-    """Skip unless the broker is Apache Kafka with share groups and the Java oracle runs."""
-    if broker.kind != "apache":
-        pytest.skip(f"[{broker.kind}] the Java client's reference broker is Apache Kafka")
-    await need_share_groups(broker)
-    reason = java_oracle.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-
-
 async def test_java_and_lite_members_share_the_work(broker, new_topic):
-    await _need_java_share_groups(broker)
+    await need_java_share_groups(broker)
     topic = await new_topic(partitions=1)
     group = f"share-java-{uuid.uuid4().hex[:8]}"
     await configure_group(broker.bootstrap, group, share_auto_offset_reset="earliest")
@@ -142,7 +137,7 @@ async def _lite_view(admin: AIOKafkaAdminClient, group: str) -> dict[str, Any]:
 async def test_share_admin_agrees_with_the_java_admin(broker, new_topic):
     """Listing, describing and the offsets of a share group of a Java and an aiokafka_lite
     member: aiokafka_lite's admin client reports what Java's ``Admin`` reports."""
-    await _need_java_share_groups(broker)
+    await need_java_share_groups(broker)
     topic = await new_topic(partitions=3)
     group = f"share-admin-java-{uuid.uuid4().hex[:8]}"
     await configure_group(broker.bootstrap, group, share_auto_offset_reset="earliest")

@@ -31,7 +31,7 @@ from typing import Any
 import java_oracle
 import pytest
 from faults import API, FaultProxy, Rule
-from share_helpers import configure_group, need_share_groups, produce_values
+from share_helpers import configure_group, need_java_share_groups, produce_values
 
 from aiokafka_lite import AcknowledgeType, AIOKafkaShareConsumer
 from aiokafka_lite import errors as Errors
@@ -161,15 +161,6 @@ class LiteScript:
         await self.consumer.stop()
 
 
-async def _need_java(broker: Any) -> None:
-    if broker.kind != "apache":
-        pytest.skip(f"[{broker.kind}] the Java client's reference broker is Apache Kafka")
-    await need_share_groups(broker)
-    reason = java_oracle.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-
-
 async def _fresh(broker: Any, new_topic: Any, values: list[bytes]) -> tuple[str, str]:
     topic = await new_topic(partitions=1)
     group = f"share-api-{uuid.uuid4().hex[:8]}"
@@ -215,7 +206,7 @@ async def test_undeserializable_record_rejected_by_offset_as_java(broker, new_to
     ``acknowledge(topic, 0, 1, REJECT)`` is accepted and the record never comes back; not
     acknowledged, it is released and comes back with delivery_count 2. Ours the same (before:
     the deserializer's own ValueError, and the record always released)."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
 
     async def scenario(call, topic):
         seen: list[tuple[bytes, int]] = []
@@ -268,7 +259,7 @@ async def test_commit_async_reports_to_the_callback_as_java(broker, new_topic):
     """Explicit mode: accept a, release b, ``commit_async()``. Java 4.4: the call does not
     wait; the callback later gets the partition's offsets [0, 1] without error and b comes
     back with delivery_count 2. Ours the same (before: no commit_async)."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
 
     async def scenario(call, topic):
         first = _values(await call("poll-until 20000"))
@@ -301,7 +292,7 @@ async def test_record_limit_holds_exactly_max_poll_records_as_java(broker, new_t
     Java 4.4: 3 then 7 (nothing fetched ahead). Ours the same, under the new name (with
     ``strict_max_poll_records=True`` and implicit-mode prefetch it was already 3 then 7 on
     Apache Kafka 4.4: the broker holds the prefetch back; the client no longer sends it)."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     config = {"share.acquire.mode": "record_limit", "max.poll.records": "3"}
     counts = {}
     for kind in ("java", "lite"):
@@ -340,7 +331,7 @@ async def test_renew_hands_the_record_out_again_as_java(broker, new_topic):
     delivery_count 1, and its ACCEPT then succeeds; the callback reports offsets 0 and 1
     without error. Ours the same (before: the renewed record stayed with the application,
     never handed out again, and had to be acknowledged through the old record object)."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
 
     async def scenario(call, topic):
         first = _values(await call("poll-until 20000"))
@@ -373,7 +364,7 @@ async def test_max_poll_interval_leaves_and_rejoins_as_java(broker, new_topic):
     4.4: it leaves the group (the group's description has no member) within a few seconds
     of the interval, and its next poll joins again and gets the records produced meanwhile.
     Ours the same (before: no max poll interval, the member stayed in the group)."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     config = {"max.poll.interval.ms": "4000"}
     outcome = {}
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -434,7 +425,7 @@ async def test_renew_refused_by_a_broker_without_it(broker, new_topic):
     raise and does not hand the record out again, and the acknowledgement commit callback
     gets UnsupportedVersionException for its offset. Ours the same (before: the RENEW was
     sent on ShareAcknowledge v1, where the type does not exist)."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     config = {"share.acknowledgement.mode": "explicit"}
     outcome = {}
     async with FaultProxy(broker.bootstrap) as proxy:

@@ -22,11 +22,16 @@ import time
 import uuid
 from typing import Any
 
-import java_oracle
 import pytest
 from faults import FaultProxy, Rule
 from java_oracle import ShareScript
-from share_helpers import MIN_LOCK_MS, configure_group, need_share_groups, produce_values
+from share_helpers import (
+    MIN_LOCK_MS,
+    configure_group,
+    need_java_share_groups,
+    need_share_groups,
+    produce_values,
+)
 
 from aiokafka_lite import AcknowledgeType, AIOKafkaShareConsumer, TopicPartition
 from aiokafka_lite import errors as Errors
@@ -35,15 +40,6 @@ from aiokafka_lite.protocol import messages as m
 pytestmark = pytest.mark.integration
 
 N = 10
-
-
-async def _need_java(broker: Any) -> None:
-    if broker.kind != "apache":
-        pytest.skip(f"[{broker.kind}] the Java client's reference broker is Apache Kafka")
-    await need_share_groups(broker)
-    reason = java_oracle.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
 
 
 async def _group(broker: Any, prefix: str, **configs: str) -> str:
@@ -208,7 +204,7 @@ async def _lite_stop_scenario(bootstrap: str, topic: str, group: str, scenario: 
 async def test_stop_after_a_poll_as_java(broker, new_topic, scenario):
     """Java's close() sends what was acknowledged and gives back the rest; so does stop().
     (Before: stop() accepted an implicit-mode poll's records, which never came back.)"""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     topic = await new_topic(partitions=1)
     groups = [await _group(broker, f"stop-{who}") for who in ("java", "lite")]
     await produce_values(broker.bootstrap, topic, [b"%d" % i for i in range(N)])
@@ -233,7 +229,7 @@ async def test_subscribe_after_start_and_again_after_unsubscribe_as_java(broker,
     Java's IllegalStateException); subscribe() joins; unsubscribe() leaves (polls raise
     again) and subscribe() joins again. (Before: the first heartbeat, with no topics, was
     refused with INVALID_REQUEST and every later poll raised InvalidRequestError.)"""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     topic = await new_topic(partitions=1)
     gj, gl = [await _group(broker, f"sub-{who}") for who in ("java", "lite")]
     await produce_values(broker.bootstrap, topic, [b"%d" % i for i in range(N)])
@@ -301,7 +297,7 @@ async def test_failed_acknowledgement_goes_to_the_callback_as_java(broker, new_t
     acknowledgements does not raise (Java's poll neither); the callback hears
     INVALID_RECORD_STATE for both offsets, and the records come back (delivery_count 2).
     (Before: the poll raised ShareAcknowledgementError when no callback was set.)"""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     topic = await new_topic(partitions=1)
     lock = {"share_record_lock_duration_ms": str(MIN_LOCK_MS)}
     gj, gl = [await _group(broker, f"ackfail-{who}", **lock) for who in ("java", "lite")]
@@ -410,7 +406,7 @@ async def test_acknowledgements_go_at_every_poll_as_java(broker, new_topic):
     A record's lock runs from its acquisition, not from its hand-out: records waiting in the
     buffer longer than the lock expire whatever the acknowledgement timing, so the fetches are
     kept small enough here (``max_poll_records``) for the work to fit."""
-    await _need_java(broker)
+    await need_java_share_groups(broker)
     topic = await new_topic(partitions=1)
     lock = {"share_record_lock_duration_ms": str(MIN_LOCK_MS)}
     gj, gl = [await _group(broker, f"every-{who}", **lock) for who in ("java", "lite")]
