@@ -181,6 +181,7 @@ class RangePartitionAssignor(AbstractPartitionAssignor):
     def assign(
         self, cluster: Any, members: Mapping[str, Any]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        """Per topic, consecutive ranges of its partitions to the sorted members."""
         by_topic: dict[str, list[str]] = defaultdict(list)
         for member_id, meta in members.items():
             for topic in set(meta.subscription):
@@ -207,6 +208,7 @@ class RoundRobinPartitionAssignor(AbstractPartitionAssignor):
     def assign(
         self, cluster: Any, members: Mapping[str, Any]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        """Deal the sorted partitions to the sorted subscribed members in turn."""
         subs = {m: set(meta.subscription) for m, meta in members.items()}
         order = sorted(subs)
         topics = sorted(set().union(*subs.values())) if subs else []
@@ -342,18 +344,22 @@ class StickyPartitionAssignor(AbstractPartitionAssignor):
         self._generation = -1
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+        """Subscription with the partitions last assigned and the generation as user data."""
         user_data = encode_sticky_user_data(self._owned, self._generation)
         return ConsumerProtocolMemberMetadata(self.version, sorted(topics), user_data)
 
     def on_assignment(self, assignment: Any) -> None:
+        """Remember the assignment (the user data of the next subscription)."""
         self._owned = [(t, list(p)) for t, p in assignment.assignment]
 
     def on_generation_assignment(self, generation: int) -> None:
+        """Remember the generation the assignment belongs to."""
         self._generation = generation
 
     def assign(
         self, cluster: Any, members: Mapping[str, Any]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
+        """Balanced assignment that keeps each partition with its previous owner where possible."""
         current, _ = _sticky(cluster, members, self._previous)
         return self._result(members, current)
 

@@ -229,6 +229,7 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         return extra is not None and self[1] in extra.cancelled
 
     def done(self) -> bool:
+        """True once the record's batch was answered (or this handle was cancelled)."""
         batch = self[0]
         if batch.future.done():
             return True
@@ -236,10 +237,13 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         return extra is not None and self[1] in extra.cancelled
 
     def cancelled(self) -> bool:
+        """True when this handle was cancelled (the record itself may still be sent)."""
         extra = self[0].handle_extra
         return extra is not None and self[1] in extra.cancelled
 
     def result(self) -> RecordMetadata:
+        """The record's :class:`RecordMetadata` (``None`` with ``acks=0``); raises the delivery
+        error, ``CancelledError`` when cancelled, ``InvalidStateError`` when not done."""
         batch = self[0]
         extra = batch.handle_extra
         if extra is not None and self[1] in extra.cancelled:
@@ -258,6 +262,7 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         )
 
     def exception(self) -> BaseException | None:
+        """The delivery error, or ``None`` when the record was written (as ``Future.exception``)."""
         batch = self[0]
         extra = batch.handle_extra
         if extra is not None and self[1] in extra.cancelled:
@@ -265,6 +270,7 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         return batch.future.exception()  # type: ignore[no-any-return]
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the producer runs on."""
         return self[0].loop  # type: ignore[no-any-return]
 
     def _make_cancelled_error(self) -> asyncio.CancelledError:
@@ -273,6 +279,7 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         return asyncio.CancelledError()
 
     def cancel(self, msg: Any = None) -> bool:
+        """Stop waiting for this record (as ``Future.cancel``); the record stays in its batch."""
         if self.done():
             return False
         self._extra().cancelled.add(self[1])
@@ -286,6 +293,7 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
         return batch.handle_extra  # type: ignore[no-any-return]
 
     def add_done_callback(self, fn: Callable[[Any], None], *, context: Any = None) -> None:
+        """Call ``fn(handle)`` once the record is acknowledged or failed (as ``Future``'s)."""
         batch = self[0]
         extra = batch.handle_extra
         if batch.future.done() or (extra is not None and self[1] in extra.cancelled):
@@ -334,6 +342,7 @@ class RecordHandle(tuple):  # type: ignore[type-arg]
             cbs.append(context)
 
     def remove_done_callback(self, fn: Callable[[Any], None]) -> int:
+        """Remove every registration of ``fn``; returns how many were removed."""
         extra = self[0].handle_extra
         if extra is None:
             return 0

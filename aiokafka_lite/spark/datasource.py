@@ -430,12 +430,14 @@ class KafkaDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: ``aiokafka_lite``."""
         return "aiokafka_lite"
 
     def _include_headers(self) -> bool:
         return str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
 
     def schema(self) -> str:
+        """The rows' schema, Spark's Kafka source's (with ``headers`` when ``includeHeaders``)."""
         return read_schema_ddl(self._include_headers())
 
     def _parse(self, streaming: bool, *, read: bool) -> KafkaOptions:
@@ -450,12 +452,15 @@ class KafkaDataSource(DataSource):
         return opts
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """The batch reader (``spark.read``): one task per offset range."""
         return KafkaBatchReader(self._parse(False, read=True))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The streaming reader (``spark.readStream``): checkpointed per-partition offsets."""
         return KafkaStreamReader(self._parse(True, read=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        """The batch writer (``df.write``, mode ``append`` only)."""
         if overwrite:  # as Spark's own Kafka sink: records can be appended, never replaced
             raise IllegalArgumentError(
                 "save mode 'overwrite' is not supported: Kafka topics can only be appended to "
@@ -464,6 +469,7 @@ class KafkaDataSource(DataSource):
         return KafkaBatchWriter(self._parse(False, read=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        """The streaming writer (``df.writeStream``)."""
         return KafkaStreamWriter(self._parse(True, read=False))
 
 
