@@ -3,13 +3,59 @@
 ``<!-- api-versions -->`` in a page becomes the table of the Kafka APIs the client sends, with
 the version range its codec speaks (aiokafka_lite.protocol.messages.REQUESTS_BY_KEY), so the
 protocol page cannot drift from the code.
+
+``<!-- root-names -->`` becomes the table of ``aiokafka_lite.__all__``: each name linked to the API
+page that documents it in its own module; ``ROOT_ONLY_MEMBERS`` (in the ``::: aiokafka_lite``
+options) the names no other page documents, rendered on the root page itself.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
+from pathlib import Path
 from typing import Any
 
 MARKER = "<!-- api-versions -->"
+ROOT_MARKER = "<!-- root-names -->"
+ROOT_MEMBERS = "ROOT_ONLY_MEMBERS"
+API_PAGES = Path(__file__).parent / "reference" / "api"
+
+
+def _documented_elsewhere() -> dict[str, str]:
+    """Each public name of the modules the other API pages render: its module there."""
+    where: dict[str, str] = {}
+    for page in sorted(API_PAGES.glob("*.md")):
+        if page.name == "index.md":
+            continue
+        for module_name in re.findall(r"^::: ([\w.]+)\s*$", page.read_text(), flags=re.MULTILINE):
+            module = importlib.import_module(module_name)
+            for name in getattr(module, "__all__", ()):
+                where.setdefault(name, module_name)
+    return where
+
+
+def _root_names() -> tuple[str, list[str]]:
+    """The table of the package's names and the names only the root page documents."""
+    import aiokafka_lite
+
+    where = _documented_elsewhere()
+    rows = ["| name | documented in |", "|---|---|"]
+    root_only: list[str] = []
+    for name in aiokafka_lite.__all__:
+        module = where.get(name)
+        if module is None:
+            root_only.append(name)
+            rows.append(f"| [`{name}`][aiokafka_lite.{name}] | below |")
+        else:
+            # a second name of one object (Producer = AIOKafkaProducer) is rendered under the
+            # object's own name: link there
+            target = getattr(getattr(aiokafka_lite, name), "__name__", name)
+            if target not in getattr(importlib.import_module(module), "__all__", ()):
+                target = name
+            note = f" (as `{target}`)" if target != name else ""
+            rows.append(f"| [`{name}`][{module}.{target}] | `{module}`{note} |")
+    return "\n".join(rows), root_only
 
 
 def _api_versions_table() -> str:
@@ -25,4 +71,8 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """Replace the markers of generated tables with the tables."""
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, _api_versions_table())
+    if ROOT_MARKER in markdown:
+        table, root_only = _root_names()
+        markdown = markdown.replace(ROOT_MARKER, table)
+        markdown = markdown.replace(ROOT_MEMBERS, "[" + ", ".join(root_only) + "]")
     return markdown

