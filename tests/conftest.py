@@ -310,7 +310,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 #: fixtures that start a real broker: their tests are marked ``integration``
 _BROKER_FIXTURES = frozenset({"broker", "apache_cluster", "apache39", "kerberos_kafka"})
 #: modules whose tests need a Spark session (one per worker process that runs them)
-_SPARK_MODULES = ("test_spark", "test_spark_reference", "test_spark_cluster")
+_SPARK_MODULES = (
+    "test_spark",
+    "test_spark_reference",
+    "test_spark_cluster",
+    "test_docs_spark",
+)
 #: Apache-only modules that drive other clients (the Java oracle, the 3.9 broker, SASL/TLS
 #: listeners): one shard of the apache tests, so the 3.9 broker starts once
 _APACHE_INTEROP_MODULES = (
