@@ -59,12 +59,16 @@ def _only_apache(broker: Any, what: str) -> None:
 
 
 def test_every_example_is_included_by_a_page() -> None:
-    """An example no page includes would be tested but never read (and the reverse fails
-    the docs build: check_paths)."""
+    """An example no page includes would be tested but never read (the reverse, an include of
+    a missing file, fails the docs build: check_paths). The include lines must be the snippet
+    syntax exactly: a formatter that rewrote one (`--8 < --"..."`) left a page showing that
+    line as code while the build still passed."""
     pages = "".join(p.read_text() for p in (ROOT / "docs").rglob("*.md"))
+    included = set(re.findall(r'^[ ]*--8<-- "docs/examples/([\w.]+?)(?::\w+)?"$', pages, re.M))
     for example in sorted(EXAMPLES.iterdir()):
         if example.suffix in (".py", ".sh"):
-            assert f"docs/examples/{example.name}" in pages, example.name
+            assert example.name in included, example.name
+    assert not re.search(r"--8 *< *--", pages.replace("--8<--", ""))
 
 
 async def test_quickstart(broker: Any) -> None:
