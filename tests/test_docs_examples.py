@@ -102,6 +102,12 @@ async def test_consumer_groups_kip848(broker: Any) -> None:
         TIMEOUT,
     )
     assert read == 10
+    # the guide's two constructors, as shown: their arguments pass the constructor's checks
+    # (not started: "orders" and "billing" belong to the guide)
+    from aiokafka_lite import AIOKafkaConsumer
+
+    assert isinstance(module.kip848_member(broker.bootstrap), AIOKafkaConsumer)
+    assert isinstance(module.cooperative_member(broker.bootstrap), AIOKafkaConsumer)
 
 
 async def test_share_group_work_queue(broker: Any) -> None:

@@ -37,6 +37,36 @@ def group_settings(kind: Kind) -> dict[str, Any]:
 # --8<-- [end:settings]
 
 
+# --8<-- [start:kip848]
+def kip848_member(bootstrap: str) -> AIOKafkaConsumer:
+    """A member of a KIP-848 group (Apache Kafka 4.x)."""
+    return AIOKafkaConsumer(
+        "orders",
+        bootstrap_servers=bootstrap,
+        group_id="billing",
+        group_protocol="consumer",  # default "classic": nothing changes
+        group_remote_assignor="uniform",  # or "range"; None: the broker's default (uniform)
+        group_instance_id="billing-0",  # optional: static membership, a restart keeps the partitions
+    )
+
+
+# --8<-- [end:kip848]
+
+
+# --8<-- [start:cooperative]
+def cooperative_member(bootstrap: str) -> AIOKafkaConsumer:
+    """A member of a classic group that rebalances cooperatively (KIP-429)."""
+    return AIOKafkaConsumer(
+        "orders",
+        bootstrap_servers=bootstrap,
+        group_id="billing",
+        partition_assignment_strategy=(CooperativeStickyAssignor,),
+    )
+
+
+# --8<-- [end:cooperative]
+
+
 # --8<-- [start:commit]
 async def commit(consumer: AIOKafkaConsumer) -> None:
     """Commit what was handed out; a rebalance in progress is worth one more try."""
