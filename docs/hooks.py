@@ -18,6 +18,7 @@ from typing import Any
 
 MARKER = "<!-- api-versions -->"
 ROOT_MARKER = "<!-- root-names -->"
+ERRORS_MARKER = "<!-- error-classes -->"
 ROOT_MEMBERS = "ROOT_ONLY_MEMBERS"
 API_PAGES = Path(__file__).parent / "reference" / "api"
 
@@ -67,10 +68,32 @@ def _api_versions_table() -> str:
     return "\n".join(rows)
 
 
+def _error_classes_table() -> str:
+    """Every KafkaError subclass of aiokafka_lite.errors: its Kafka error code, whether the
+    client retries it, the first line of its docstring."""
+    import inspect
+
+    from aiokafka_lite import errors
+
+    rows = ["| class | code | retriable | meaning |", "|---|---:|---|---|"]
+    for name, cls in vars(errors).items():
+        if not (inspect.isclass(cls) and issubclass(cls, errors.KafkaError)):
+            continue
+        if cls.__name__ != name:  # a second name of a class: listed under its own
+            continue
+        code = getattr(cls, "errno", -1)
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ").replace("|", "\\|")
+        retriable = "yes" if getattr(cls, "retriable", False) else ""
+        rows.append(f"| `{name}` | {code if code >= 0 else ''} | {retriable} | {doc} |")
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """Replace the markers of generated tables with the tables."""
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, _api_versions_table())
+    if ERRORS_MARKER in markdown:
+        markdown = markdown.replace(ERRORS_MARKER, _error_classes_table())
     if ROOT_MARKER in markdown:
         table, root_only = _root_names()
         markdown = markdown.replace(ROOT_MARKER, table)
