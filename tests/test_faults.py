@@ -197,7 +197,6 @@ async def test_stop_is_bounded_with_a_silent_broker(
     with a position lookup in flight, and of a producer with undelivered records (within
     delivery_timeout_ms; their futures fail), every broker silent."""
     topic = await new_topic(partitions=2)
-    await produce(kafka_bootstrap, topic, 2, 2)
     tps = {TopicPartition(topic, p) for p in range(2)}
     member = AIOKafkaConsumer(
         topic,
@@ -217,16 +216,20 @@ async def test_stop_is_bounded_with_a_silent_broker(
     for client in (member, looker, producer):
         await client.start()
     await settle([member], tps)
-    await drain(member, 4)
+    # written after the join: settle() polls too, and would have taken them (and drain() then
+    # waited out its 20 s for records that were already read)
+    await produce(kafka_bootstrap, topic, 2, 2)
+    assert len(await drain(member, 4)) == 4  # read, not committed: the stop() commit has work
     await producer.send_and_wait(topic, b"warm-up", partition=0)
     proxy.silent = True
     looker.assign(list(tps))  # a position lookup that never gets an answer
     pending = [await producer.send(topic, b"lost", partition=1) for _ in range(3)]
     # bounds well under the old behaviour (commit and leave each up to request_timeout_ms;
     # a cancelled lookup running to request_timeout_ms)
-    await timed_stop(producer, 4 + 4)
-    await timed_stop(looker, 5)
-    await timed_stop(member, 6 + 3)
+    # the three stops at once (each with its own bound): they share nothing but the proxy
+    await asyncio.gather(
+        timed_stop(producer, 4 + 4), timed_stop(looker, 5), timed_stop(member, 6 + 3)
+    )
     for fut in pending:
         log.warning("undelivered record: %r", fut.exception())
         assert fut.done() and isinstance(fut.exception(), Errors.KafkaError)
