@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from . import errors as Errors
 from ._supervise import Supervisor
 from ._wire import metadata_request
 from .cluster import ClusterMetadata
+from .structs import BrokerMetadata, TopicPartition
 
 __all__ = ["MetadataRefresher"]
 
@@ -116,6 +117,18 @@ class MetadataRefresher:
         """The MetadataRequest a refresh sends (also used for bootstrap)."""
         topics = None if self._need_all_topics else sorted(self.topics)
         return metadata_request(topics, self.allow_auto_topic_creation)
+
+    def apply_leaders(
+        self, leaders: Mapping[TopicPartition, tuple[int, int]], endpoints: Iterable[Any]
+    ) -> set[TopicPartition]:
+        """KIP-951 leader discovery: the new leaders a Produce/Fetch answer named (see
+        :meth:`ClusterMetadata.apply_leaders`), applied without a Metadata round trip."""
+        current = self.cluster.apply_leaders(
+            leaders,
+            [BrokerMetadata(e.node_id, e.host, e.port, e.rack) for e in endpoints],
+        )
+        self._on_update()
+        return current
 
     # --------------------------------------------------------------- waiting
 

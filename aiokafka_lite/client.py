@@ -27,7 +27,7 @@ import asyncio
 import logging
 import random
 import ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import errors as Errors
@@ -42,6 +42,7 @@ from .auth import AbstractTokenProvider
 from .cluster import ClusterMetadata
 from .conn import pick_version
 from .hooks import ClientInfo, HookSet
+from .structs import TopicPartition
 
 __all__ = ["AIOKafkaClient", "CoordinatorCache", "KafkaClient", "parse_bootstrap"]
 
@@ -317,6 +318,16 @@ class KafkaClient:
         before start(), the bootstrap metadata request then fetches them."""
         self._metadata.topics = set(topics)
 
+    def apply_leaders(
+        self, leaders: Mapping[TopicPartition, tuple[int, int]], endpoints: Iterable[Any] = ()
+    ) -> set[TopicPartition]:
+        """KIP-951: switch ``leaders`` (partition -> (leader id, leader epoch), as a
+        NOT_LEADER_OR_FOLLOWER answer's ``CurrentLeader`` names them) at once, adding the
+        answer's ``NodeEndpoints`` (``node_id``, ``host``, ``port``, ``rack``) to the brokers;
+        no Metadata request. Returns the partitions now led by the node given; the caller asks
+        for a refresh for the rest."""
+        return self._metadata.apply_leaders(leaders, endpoints)
+
     def request_update(self) -> asyncio.Future[ClusterMetadata]:
         """Ask for a refresh; returns a future resolved with the cluster after the next success.
 
@@ -386,15 +397,22 @@ class KafkaClient:
         group: str = "default",
         timeout_ms: float | None = None,
         expect_response: bool = True,
+        max_version: int | None = None,
     ) -> Any:
         """Send ``request`` to ``node_id`` (connecting on demand) and return the response.
 
-        ``expect_response=False`` (acks=0 produce) returns None once written.
+        ``expect_response=False`` (acks=0 produce) returns None once written; ``max_version``
+        caps the negotiated version for this request.
         """
         conn = self._conns.get((node_id, group))
         if conn is None or not conn.connected:
             conn = await self._pool.get(node_id, group, timeout_ms)
-        return await conn.send(request, expect_response=expect_response, timeout_ms=timeout_ms)
+        return await conn.send(
+            request,
+            expect_response=expect_response,
+            timeout_ms=timeout_ms,
+            max_version=max_version,
+        )
 
     def send_nowait(
         self,

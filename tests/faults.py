@@ -85,6 +85,8 @@ class Rule:
     direction: str = "response"  # or "request"
     cap_api_key: int = -1  # cap_version: the API whose max version is lowered
     max_version: int = -1  # cap_version: to this
+    #: "error": also edit the decoded response (e.g. a KIP-951 CurrentLeader beside the code)
+    edit: Callable[[Any], None] | None = None
     hits: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -304,6 +306,10 @@ class FaultProxy:
             _only_versions_we_decode(resp)
         elif rewrite:
             self._advertise_proxy(resp)
+            if key == API.METADATA:  # Fetch v13+ answers name topics by id only (KIP-516)
+                for t in resp.topics:
+                    if t.name and t.topic_id is not None:
+                        _TOPIC_NAMES[t.topic_id] = t.name
         for rule in rules:
             if not rule.active or not _matches(rule, resp):
                 continue
@@ -312,6 +318,8 @@ class FaultProxy:
                 rule.done.set()
             if rule.action == "error":
                 _set_errors(resp, rule.error_code, rule.topic, rule.partition)
+                if rule.edit is not None:
+                    rule.edit(resp)
                 changed = True
             elif rule.action == "corrupt":
                 _corrupt(resp, rule.topic, rule.partition)
@@ -406,6 +414,8 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 
 # -- walking decoded responses ---------------------------------------------------------------
 _TOPIC_FIELDS = ("name", "topic")
+#: topic id -> name, from every Metadata answer a proxy passed on (ids are unique clusterwide)
+_TOPIC_NAMES: dict[Any, str] = {}
 _PARTITION_FIELDS = ("partition_index", "partition", "index")
 #: a partition's error code is ``partition_error_code`` in AddPartitionsToTxn answers
 _ERROR_FIELDS = ("error_code", "partition_error_code")
@@ -421,9 +431,12 @@ def _walk(node: Any, topic: str | None, partition: int | None) -> Any:
     if fields is None:
         return
     for f in _TOPIC_FIELDS:
-        if f in fields and isinstance(getattr(node, f), str):
+        if f in fields and isinstance(getattr(node, f), str) and getattr(node, f):
             topic = getattr(node, f)
             break
+    else:
+        if "topic_id" in fields and node.topic_id in _TOPIC_NAMES:
+            topic = _TOPIC_NAMES[node.topic_id]
     for f in _PARTITION_FIELDS:
         if f in fields and isinstance(getattr(node, f), int):
             partition = getattr(node, f)

@@ -28,7 +28,6 @@ from typing import Any
 #: Request/response pairs the client uses (JSON base names without Request/Response).
 APIS = [
     "Produce",
-    "Fetch",
     "ListOffsets",
     "Metadata",
     "OffsetCommit",
@@ -69,6 +68,8 @@ APIS = [
 ]
 #: Kafka 4 group APIs, read from the newer (4.4) definitions.
 APIS_4X = [
+    # Fetch v13+ (KIP-516 topic ids, KIP-951 leader discovery): the 4.4 definition, v4-18
+    "Fetch",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
     "ShareGroupHeartbeat",
