@@ -100,11 +100,25 @@ class KafkaClient:
         sasl_kerberos_service_name: str = "kafka",
         sasl_kerberos_domain_name: str | None = None,
         allow_auto_topic_creation: bool = True,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         hooks: HookSet | Iterable[object] | None = None,
     ) -> None:
         """``hooks``: objects implementing :class:`~aiokafka_lite.hooks.Hook` methods (an
         aiokafka_lite extension), or the :class:`~aiokafka_lite.hooks.HookSet` a producer or
-        consumer made; this client reports connections and requests to them."""
+        consumer made; this client reports connections and requests to them.
+
+        ``metadata_recovery_strategy`` (KIP-899, Java's ``metadata.recovery.strategy``, default
+        ``"rebootstrap"`` as Java 4.0's): when every known broker is unreachable, when no
+        metadata came for ``metadata_recovery_rebootstrap_trigger_ms`` (KIP-1102), or when a
+        broker answers REBOOTSTRAP_REQUIRED, the client forgets the brokers it knows and starts
+        again from ``bootstrap_servers`` (resolved again: a cluster replaced behind the same
+        address is found). ``"none"``: only the brokers the metadata named, once it has any."""
+        if metadata_recovery_strategy not in ("none", "rebootstrap"):
+            raise Errors.KafkaConfigurationError(
+                "metadata_recovery_strategy must be 'none' or 'rebootstrap', "
+                f"not {metadata_recovery_strategy!r}"
+            )
         check_security_args(
             security_protocol,
             ssl_context,
@@ -165,6 +179,7 @@ class KafkaClient:
             reconnect_backoff_ms=reconnect_backoff_ms,
             reconnect_backoff_max_ms=reconnect_backoff_max_ms,
             on_broken=self._connection_broken,
+            rebootstrap=metadata_recovery_strategy == "rebootstrap",
         )
         # the pool's own tables (never rebound): send() reads _conns directly
         self._conns = self._pool.conns
@@ -180,6 +195,11 @@ class KafkaClient:
             metadata_max_age_ms=metadata_max_age_ms,
             retry_backoff_ms=retry_backoff_ms,
             allow_auto_topic_creation=allow_auto_topic_creation,
+            rebootstrap_trigger_ms=(
+                metadata_recovery_rebootstrap_trigger_ms
+                if metadata_recovery_strategy == "rebootstrap"
+                else None
+            ),
         )
         self._started = False
         self._closed = False

@@ -273,6 +273,16 @@ class ClusterMetadata:
                 log.exception("cluster metadata listener %r failed", listener)
         return current
 
+    def forget(self) -> None:
+        """Rebootstrap (KIP-899): no broker, no partition known any more; listeners run."""
+        self._snap = _Snapshot()
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:  # a listener bug must not break metadata updates
+                log.exception("cluster metadata listener %r failed", listener)
+
     def with_partitions(self, partitions: Iterable[PartitionMetadata]) -> None:
         """Add or replace partitions in place (tests and manual seeding)."""
         snap = self._snap

@@ -111,6 +111,11 @@ class FaultProxy:
         self.port = 0
         self.rules: list[Rule] = []
         self.silent = False
+        #: the address Metadata / FindCoordinator answers name (default: this proxy), and a
+        #: number added to every node id they name: a "cluster" of other nodes and ports in
+        #: front of the same broker (the rebootstrap tests)
+        self.advertise: tuple[str, int] | None = None
+        self.node_offset = 0
         #: (api_key, version) of every response that reached a client, in order
         self.delivered: list[tuple[int, int]] = []
         self._server: asyncio.Server | None = None
@@ -290,7 +295,10 @@ class FaultProxy:
     async def _apply(self, key: int, version: int, frame: bytes) -> bytes | None:
         rules = [r for r in self.rules if r.api_key == key and r.active]
         rules = [r for r in rules if r.direction == "response"]
-        rewrite = key in (API.METADATA, API.FIND_COORDINATOR, API.API_VERSIONS)
+        # Produce / Fetch: KIP-951's NodeEndpoints and CurrentLeader name brokers too
+        rewrite = key in (API.METADATA, API.FIND_COORDINATOR, API.API_VERSIONS) or (
+            key in (API.PRODUCE, API.FETCH) and _names_nodes(frame)
+        )
         if not rules and not rewrite:
             return frame
         req_cls = REQUESTS_BY_KEY[key]
@@ -347,13 +355,39 @@ class FaultProxy:
         return _encode_response(req_cls, version, frame[4:8], resp)
 
     def _advertise_proxy(self, resp: Any) -> None:
+        host, port = self.advertise or (self.host, self.port)
+        off = self.node_offset
+
+        def node(n: int) -> int:
+            return n + off if n >= 0 else n
+
         for b in getattr(resp, "brokers", None) or ():
-            b.host, b.port = self.host, self.port
+            b.host, b.port, b.node_id = host, port, node(b.node_id)
         if getattr(resp, "host", None):
-            resp.host, resp.port = self.host, self.port
+            resp.host, resp.port = host, port
+            resp.node_id = node(resp.node_id)
         for c in getattr(resp, "coordinators", None) or ():
             if c.host:
-                c.host, c.port = self.host, self.port
+                c.host, c.port, c.node_id = host, port, node(c.node_id)
+        if off and getattr(resp, "controller_id", None) is not None:
+            resp.controller_id = node(resp.controller_id)
+        for e in getattr(resp, "node_endpoints", None) or ():
+            e.host, e.port, e.node_id = host, port, node(e.node_id)
+        for t in getattr(resp, "responses", None) or () if off else ():
+            for p in getattr(t, "partitions", None) or getattr(t, "partition_responses", ()):
+                p.current_leader.leader_id = node(p.current_leader.leader_id)
+        for t in getattr(resp, "topics", None) or () if off else ():
+            for p in getattr(t, "partitions", None) or ():
+                p.leader_id = node(p.leader_id)
+                p.replica_nodes = [node(n) for n in p.replica_nodes]
+                p.isr_nodes = [node(n) for n in p.isr_nodes]
+                p.offline_replicas = [node(n) for n in p.offline_replicas]
+
+
+def _names_nodes(frame: bytes) -> bool:
+    """A Produce/Fetch answer may name nodes (KIP-951) only when a partition failed: one
+    with no error code in it (a cheap byte test, no decoding) is passed on as it is."""
+    return b"\x00\x06" in frame or b"\x00\x4a" in frame  # NOT_LEADER, FENCED_LEADER_EPOCH
 
 
 def _only_versions_we_decode(resp: Any) -> None:

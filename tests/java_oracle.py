@@ -906,7 +906,8 @@ class KipScript(GroupMember):
     :meth:`stop`: ``assign-reader`` (a group-less consumer of partitions ``0..partitions-1``
     from the beginning: its records and ``error`` events) or ``flood-producer`` (an idempotent
     producer to partition 0: an ``acked`` event with its offset and wall time ``t`` in ms per
-    record, ``error`` events)."""
+    record, ``error`` events); ``recovery`` / ``trigger_ms``: Java's
+    ``metadata.recovery.strategy`` / ``metadata.recovery.rebootstrap.trigger.ms``."""
 
     def __init__(
         self,
@@ -917,15 +918,26 @@ class KipScript(GroupMember):
         partitions: int = 1,
         reset: str = "earliest",
         run_ms: int = 120_000,
+        recovery: str = "rebootstrap",
+        trigger_ms: int = 300_000,
+        delivery_timeout_ms: int = 60_000,
+        interval_ms: int = 1,
         kafka_version: str | None = None,
     ) -> None:
         super().__init__(bootstrap, topic, "-", run_ms=run_ms, kafka_version=kafka_version)
         self.command = command
+        only = (
+            {"partitions": partitions, "from": reset}
+            if command == "assign-reader"
+            else {"delivery_timeout_ms": delivery_timeout_ms, "interval_ms": interval_ms}
+        )
         self.args = _options(
             bootstrap=bootstrap,
             topic=topic,
             run_ms=run_ms,
-            **({"partitions": partitions, "from": reset} if command == "assign-reader" else {}),
+            recovery=recovery,
+            trigger_ms=trigger_ms,
+            **only,
         )
 
     def send(self, line: str) -> None:

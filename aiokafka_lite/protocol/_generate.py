@@ -29,7 +29,6 @@ from typing import Any
 APIS = [
     "Produce",
     "ListOffsets",
-    "Metadata",
     "OffsetCommit",
     "OffsetFetch",
     "FindCoordinator",
@@ -70,6 +69,8 @@ APIS = [
 APIS_4X = [
     # Fetch v13+ (KIP-516 topic ids, KIP-951 leader discovery): the 4.4 definition, v4-18
     "Fetch",
+    # Metadata v13: the top-level error code (REBOOTSTRAP_REQUIRED, KIP-1102)
+    "Metadata",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
     "ShareGroupHeartbeat",

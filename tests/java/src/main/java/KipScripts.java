@@ -27,11 +27,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * stdin (or the end of stdin, or {@code --run-ms}):
  *
  * <pre>assign-reader --bootstrap H:P --topic T [--partitions N] [--from earliest|latest|none] [--run-ms N]</pre>
+ * (both: {@code [--recovery rebootstrap|none] [--trigger-ms N]}, the KIP-899 / KIP-1102 settings)
  * a consumer without a group, {@code assign()}ed partitions 0..N-1 from the beginning: each record
  * read ({@code topic, partition, offset, value}) and {@code {"event":"error"}} with the exception's
  * class when {@code poll} throws (it keeps polling after 100 ms: what it reads next is the point);
  *
- * <pre>flood-producer --bootstrap H:P --topic T [--run-ms N]</pre>
+ * <pre>flood-producer --bootstrap H:P --topic T [--run-ms N] [--delivery-timeout-ms N] [--interval-ms N]</pre>
  * an idempotent producer ({@code acks=all}) sending to partition 0 as fast as its buffer lets it:
  * {@code {"event":"acked","offset":n,"t":epoch ms}} per acknowledged record and
  * {@code {"event":"error"}} per failed one. KIP-951's leader discovery is measured from its acks.
@@ -42,7 +43,9 @@ final class KipScripts {
     private KipScripts() {}
 
     static void run(String[] args) throws Exception {
-        String bootstrap = null, topic = null, from = "earliest";
+        String bootstrap = null, topic = null, from = "earliest", recovery = "rebootstrap";
+        String triggerMs = "300000", deliveryMs = "60000";
+        long intervalMs = 1;
         int partitions = 1;
         long runMs = 120000;
         for (int i = 1; i + 1 < args.length; i += 2) {
@@ -53,6 +56,10 @@ final class KipScripts {
                 case "--partitions" -> partitions = Integer.parseInt(value);
                 case "--from" -> from = value;
                 case "--run-ms" -> runMs = Long.parseLong(value);
+                case "--recovery" -> recovery = value;
+                case "--trigger-ms" -> triggerMs = value;
+                case "--delivery-timeout-ms" -> deliveryMs = value;
+                case "--interval-ms" -> intervalMs = Long.parseLong(value);
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
@@ -64,22 +71,24 @@ final class KipScripts {
         watchStdin(stop, paused);
         long deadline = System.nanoTime() + runMs * 1_000_000L;
         if (args[0].equals("assign-reader")) {
-            assignReader(bootstrap, topic, partitions, from, stop, paused, deadline);
+            assignReader(bootstrap, topic, partitions, from, stop, paused, deadline, recovery, triggerMs);
         } else {
-            floodProducer(bootstrap, topic, stop, deadline);
+            floodProducer(bootstrap, topic, stop, deadline, recovery, triggerMs, deliveryMs, intervalMs);
         }
         emit("{\"event\":\"closed\"}");
     }
 
     private static void assignReader(
             String bootstrap, String topic, int partitions, String from, AtomicBoolean stop,
-            AtomicBoolean paused, long deadline) {
+            AtomicBoolean paused, long deadline, String recovery, String triggerMs) {
         Properties config = new Properties();
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-oracle-assign-reader");
         config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, from);
         config.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "1000");
+        config.put("metadata.recovery.strategy", recovery);
+        config.put("metadata.recovery.rebootstrap.trigger.ms", triggerMs);
         try (KafkaConsumer<byte[], byte[]> consumer =
                 new KafkaConsumer<>(config, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
             List<TopicPartition> tps = new ArrayList<>();
@@ -117,16 +126,18 @@ final class KipScripts {
         }
     }
 
-    private static void floodProducer(String bootstrap, String topic, AtomicBoolean stop, long deadline)
-            throws Exception {
+    private static void floodProducer(String bootstrap, String topic, AtomicBoolean stop, long deadline,
+            String recovery, String triggerMs, String deliveryMs, long intervalMs) throws Exception {
         Properties config = new Properties();
         config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ProducerConfig.CLIENT_ID_CONFIG, "kafka-oracle-flood");
         config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         config.put(ProducerConfig.ACKS_CONFIG, "all");
         config.put(ProducerConfig.LINGER_MS_CONFIG, "0");
-        config.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
-        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        config.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, deliveryMs);
+        config.put("metadata.recovery.strategy", recovery);
+        config.put("metadata.recovery.rebootstrap.trigger.ms", triggerMs);
+        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "3000"); // as ours (cluster_helpers)
         config.put(ProducerConfig.BUFFER_MEMORY_CONFIG, Integer.toString(1 << 20));
         try (KafkaProducer<byte[], byte[]> producer =
                 new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer())) {
@@ -142,7 +153,7 @@ final class KipScripts {
                             + System.currentTimeMillis() + "}");
                     }
                 });
-                sleep(1); // a steady flood (about 1000 records/s), not a full buffer
+                sleep(intervalMs); // a steady flood (1 ms: about 1000 records/s), not a full buffer
             }
             producer.flush();
         }
