@@ -122,3 +122,45 @@ async def test_recreated_topic_is_not_read_at_old_positions(broker: Any, new_top
     assert not [e for e in java.events if e["event"] == "error"], java.events
     assert ours == old + new, "ours: the new topic from its start, nothing at old positions"
     assert not errors, errors
+
+
+async def test_recreated_topic_with_reset_none_raises(broker: Any, new_topic: Any) -> None:
+    """With ``auto_offset_reset="none"`` the new topic id is an error the next poll raises
+    (InconsistentTopicIdError, naming both ids), once; nothing of the new topic is handed out
+    until the application seeks."""
+    broker.skip_on("tansu", "noida", reason="KIP-516 topic ids: Apache Kafka's Fetch v13+")
+    topic = await new_topic(1)
+    bootstrap = broker.bootstrap
+    await _produce(bootstrap, topic, [b"old-%d" % i for i in range(OLD)])
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="none")
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(got) < OLD:
+            assert time.monotonic() < deadline, got
+            batch = await consumer.getmany(timeout_ms=500)
+            got.extend(r.value for r in batch.get(tp, []))
+        consumer.pause(tp)
+        await _recreate(bootstrap, topic)
+        await _produce(bootstrap, topic, [b"new-%d" % i for i in range(NEW)])
+        consumer.resume(tp)
+        deadline = time.monotonic() + 30
+        with pytest.raises(Errors.InconsistentTopicIdError, match="re-created"):
+            while True:
+                assert time.monotonic() < deadline, "no error within 30 s"
+                batch = await consumer.getmany(timeout_ms=500)
+                assert not batch.get(tp), f"read the new topic: {batch}"
+        await consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + 20
+        new: list[bytes] = []
+        while len(new) < NEW:
+            assert time.monotonic() < deadline, new
+            batch = await consumer.getmany(timeout_ms=500)
+            new.extend(r.value for r in batch.get(tp, []))
+        assert new == [b"new-%d" % i for i in range(NEW)]
+    finally:
+        await consumer.stop()
