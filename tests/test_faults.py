@@ -469,7 +469,9 @@ async def test_not_leader_with_current_leader_needs_no_metadata(
         cluster = p.client.cluster
         meta = cluster.partition_metadata(tp)
         assert meta is not None
-        edit = _current_leader(topic, 0, meta.leader, meta.leader_epoch + 1, proxy)
+        # "node 2", at the proxy's address too (so in front of the same broker): a node the
+        # client has not met, named with its endpoint, as a real new leader would be
+        edit = _current_leader(topic, 0, meta.leader + 1, meta.leader_epoch + 1, proxy)
         key = API.FETCH if api == "fetch" else API.PRODUCE
         code = Errors.NotLeaderForPartitionError.errno
         if not p.client.supports(
@@ -490,6 +492,8 @@ async def test_not_leader_with_current_leader_needs_no_metadata(
             assert time.monotonic() - start < 2, "the retry waited out retry_backoff_ms"
         assert fault.hits == 1
         assert metadata.hits == 0, f"{api}: a Metadata request was sent"
+        assert cluster.leader_for_partition(tp) == meta.leader + 1 or api == "fetch"
+        assert c._client.cluster.leader_for_partition(tp) == meta.leader + 1 or api == "produce"
     finally:
         await c.stop()
         await p.stop()

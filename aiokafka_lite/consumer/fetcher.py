@@ -427,7 +427,7 @@ class Fetcher:
                     self._backoff_partition(tp)
                 return
             self._handle_response(
-                response, positions, {t.topic: t.topic_id for t in request.topics}
+                response, positions, {t.topic: t.topic_id for t in request.topics}, node
             )
             self._g_fetch.ok()
         except asyncio.CancelledError:
@@ -456,6 +456,7 @@ class Fetcher:
         response: Any,
         positions: Mapping[TopicPartition, int],
         sent_ids: Mapping[str, Any] | None = None,
+        node: int | None = None,
     ) -> None:
         """``sent_ids``: topic name -> the id the request named it by (a v13+ answer names
         topics by id only)."""
@@ -531,7 +532,12 @@ class Fetcher:
                 else:
                     exc_cls = Errors.for_code(err)
                     leader = pd.current_leader  # KIP-951 (v12+; endpoints v16+)
-                    if leader is not None and leader.leader_id >= 0 and exc_cls.invalid_metadata:
+                    if (
+                        leader is not None
+                        and leader.leader_id >= 0
+                        and leader.leader_id != node  # (never "again here, at once")
+                        and exc_cls.invalid_metadata
+                    ):
                         hints[tp] = (leader.leader_id, leader.leader_epoch)
                     elif (
                         exc_cls.invalid_metadata

@@ -342,7 +342,12 @@ class Sink:
             for part in topic.partition_responses:
                 results[(topic.name, part.index)] = part
                 leader = part.current_leader  # KIP-951 (v10+): set with NOT_LEADER_OR_FOLLOWER
-                if part.error_code and leader is not None and leader.leader_id >= 0:
+                if (
+                    part.error_code
+                    and leader is not None
+                    and leader.leader_id >= 0
+                    and leader.leader_id != self.node  # (never "again here, at once")
+                ):
                     hints[TopicPartition(topic.name, part.index)] = (
                         leader.leader_id,
                         leader.leader_epoch,
