@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from . import errors as Errors
 from ._supervise import Supervisor
 from ._wire import metadata_request
 from .cluster import ClusterMetadata
+from .structs import BrokerMetadata, TopicPartition
 
 __all__ = ["MetadataRefresher"]
 
@@ -51,8 +52,12 @@ class MetadataRefresher:
         metadata_max_age_ms: int,
         retry_backoff_ms: int,
         allow_auto_topic_creation: bool,
+        rebootstrap_trigger_ms: int | None = None,
     ) -> None:
         self.cluster = cluster
+        #: KIP-1102: no metadata for this long (a failed refresh past it) or REBOOTSTRAP_REQUIRED
+        #: -> forget the known brokers, start again from the bootstrap addresses (None: never)
+        self.rebootstrap_trigger_ms = rebootstrap_trigger_ms
         self._least_loaded_node = least_loaded_node
         self._send = send
         self._on_update = on_update
@@ -116,6 +121,18 @@ class MetadataRefresher:
         """The MetadataRequest a refresh sends (also used for bootstrap)."""
         topics = None if self._need_all_topics else sorted(self.topics)
         return metadata_request(topics, self.allow_auto_topic_creation)
+
+    def apply_leaders(
+        self, leaders: Mapping[TopicPartition, tuple[int, int]], endpoints: Iterable[Any]
+    ) -> set[TopicPartition]:
+        """KIP-951 leader discovery: the new leaders a Produce/Fetch answer named (see
+        :meth:`ClusterMetadata.apply_leaders`), applied without a Metadata round trip."""
+        current = self.cluster.apply_leaders(
+            leaders,
+            [BrokerMetadata(e.node_id, e.host, e.port, e.rack) for e in endpoints],
+        )
+        self._on_update()
+        return current
 
     # --------------------------------------------------------------- waiting
 
@@ -259,9 +276,17 @@ class MetadataRefresher:
             raise
         except Errors.KafkaError as exc:
             log.info("metadata refresh via node %s failed: %s", node_id, exc)
+            self._maybe_rebootstrap(f"no metadata since {exc!r}")
             return False
         except Exception as exc:  # a bug must not kill the one refresher task
             self._pause = self._guard.failed(exc)
+            return False
+        if resp.error_code == Errors.RebootstrapRequiredError.errno:
+            log.warning("node %s answered REBOOTSTRAP_REQUIRED", node_id)
+            self._maybe_rebootstrap("the broker asked for it", now=True)
+            return False
+        if resp.error_code:
+            log.info("metadata refresh via node %s failed: error %s", node_id, resp.error_code)
             return False
         if not resp.brokers:
             log.warning("ignoring a metadata answer without brokers from node %s", node_id)
@@ -276,6 +301,20 @@ class MetadataRefresher:
         self._pause = 0.0
         self._sup.pending = None  # recovered before anyone waited for it
         return True
+
+    def _maybe_rebootstrap(self, why: str, now: bool = False) -> None:
+        """KIP-1102: forget the known brokers when the trigger time has passed since the last
+        metadata (or ``now``), so the next refresh starts from the bootstrap addresses."""
+        trigger = self.rebootstrap_trigger_ms
+        if trigger is None:
+            return
+        loop = asyncio.get_running_loop()
+        if not now and loop.time() - self._last_refresh < trigger / 1000:
+            return
+        log.warning("rebootstrapping from the bootstrap servers (%s)", why)
+        self._last_refresh = loop.time()  # the trigger starts again
+        self.cluster.forget()
+        self._on_update()
 
 
 def _chain(src: Waiter, dst: Waiter) -> None:

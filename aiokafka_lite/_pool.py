@@ -49,8 +49,12 @@ class ConnectionPool:
         reconnect_backoff_ms: int,
         reconnect_backoff_max_ms: int,
         on_broken: Callable[[], None],
+        rebootstrap: bool = True,
     ) -> None:
         self._cluster = cluster
+        #: KIP-899: the bootstrap addresses are a last resort also once brokers are known
+        #: (metadata_recovery_strategy="rebootstrap"); else only before the first metadata
+        self.rebootstrap = rebootstrap
         self._bootstrap = bootstrap
         self._conn_args = conn_args
         self._timeouts = timeouts
@@ -99,6 +103,8 @@ class ConnectionPool:
                 best, best_score = node_id, score
         if best is not None:
             return best
+        if brokers and not self.rebootstrap:  # "none": the known brokers only
+            return min(brokers, key=lambda nid: backoff_until.get(nid, 0.0))
         for idx in range(len(self._bootstrap)):
             if backoff_until.get(-(idx + 1), 0.0) <= now:
                 return -(idx + 1)

@@ -38,6 +38,8 @@ class ClientSettings:
     sasl_kerberos_service_name: str = "kafka"
     sasl_kerberos_domain_name: str | None = None
     allow_auto_topic_creation: bool = True
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = 300000
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any], **overrides: Any) -> ClientSettings:

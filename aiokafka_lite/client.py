@@ -27,7 +27,7 @@ import asyncio
 import logging
 import random
 import ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import errors as Errors
@@ -42,6 +42,7 @@ from .auth import AbstractTokenProvider
 from .cluster import ClusterMetadata
 from .conn import pick_version
 from .hooks import ClientInfo, HookSet
+from .structs import TopicPartition
 
 __all__ = ["AIOKafkaClient", "CoordinatorCache", "KafkaClient", "parse_bootstrap"]
 
@@ -99,11 +100,25 @@ class KafkaClient:
         sasl_kerberos_service_name: str = "kafka",
         sasl_kerberos_domain_name: str | None = None,
         allow_auto_topic_creation: bool = True,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         hooks: HookSet | Iterable[object] | None = None,
     ) -> None:
         """``hooks``: objects implementing :class:`~aiokafka_lite.hooks.Hook` methods (an
         aiokafka_lite extension), or the :class:`~aiokafka_lite.hooks.HookSet` a producer or
-        consumer made; this client reports connections and requests to them."""
+        consumer made; this client reports connections and requests to them.
+
+        ``metadata_recovery_strategy`` (KIP-899, Java's ``metadata.recovery.strategy``, default
+        ``"rebootstrap"`` as Java 4.0's): when every known broker is unreachable, when no
+        metadata came for ``metadata_recovery_rebootstrap_trigger_ms`` (KIP-1102), or when a
+        broker answers REBOOTSTRAP_REQUIRED, the client forgets the brokers it knows and starts
+        again from ``bootstrap_servers`` (resolved again: a cluster replaced behind the same
+        address is found). ``"none"``: only the brokers the metadata named, once it has any."""
+        if metadata_recovery_strategy not in ("none", "rebootstrap"):
+            raise Errors.KafkaConfigurationError(
+                "metadata_recovery_strategy must be 'none' or 'rebootstrap', "
+                f"not {metadata_recovery_strategy!r}"
+            )
         check_security_args(
             security_protocol,
             ssl_context,
@@ -164,6 +179,7 @@ class KafkaClient:
             reconnect_backoff_ms=reconnect_backoff_ms,
             reconnect_backoff_max_ms=reconnect_backoff_max_ms,
             on_broken=self._connection_broken,
+            rebootstrap=metadata_recovery_strategy == "rebootstrap",
         )
         # the pool's own tables (never rebound): send() reads _conns directly
         self._conns = self._pool.conns
@@ -179,6 +195,11 @@ class KafkaClient:
             metadata_max_age_ms=metadata_max_age_ms,
             retry_backoff_ms=retry_backoff_ms,
             allow_auto_topic_creation=allow_auto_topic_creation,
+            rebootstrap_trigger_ms=(
+                metadata_recovery_rebootstrap_trigger_ms
+                if metadata_recovery_strategy == "rebootstrap"
+                else None
+            ),
         )
         self._started = False
         self._closed = False
@@ -317,6 +338,16 @@ class KafkaClient:
         before start(), the bootstrap metadata request then fetches them."""
         self._metadata.topics = set(topics)
 
+    def apply_leaders(
+        self, leaders: Mapping[TopicPartition, tuple[int, int]], endpoints: Iterable[Any] = ()
+    ) -> set[TopicPartition]:
+        """KIP-951: switch ``leaders`` (partition -> (leader id, leader epoch), as a
+        NOT_LEADER_OR_FOLLOWER answer's ``CurrentLeader`` names them) at once, adding the
+        answer's ``NodeEndpoints`` (``node_id``, ``host``, ``port``, ``rack``) to the brokers;
+        no Metadata request. Returns the partitions now led by the node given; the caller asks
+        for a refresh for the rest."""
+        return self._metadata.apply_leaders(leaders, endpoints)
+
     def request_update(self) -> asyncio.Future[ClusterMetadata]:
         """Ask for a refresh; returns a future resolved with the cluster after the next success.
 
@@ -386,15 +417,22 @@ class KafkaClient:
         group: str = "default",
         timeout_ms: float | None = None,
         expect_response: bool = True,
+        max_version: int | None = None,
     ) -> Any:
         """Send ``request`` to ``node_id`` (connecting on demand) and return the response.
 
-        ``expect_response=False`` (acks=0 produce) returns None once written.
+        ``expect_response=False`` (acks=0 produce) returns None once written; ``max_version``
+        caps the negotiated version for this request.
         """
         conn = self._conns.get((node_id, group))
         if conn is None or not conn.connected:
             conn = await self._pool.get(node_id, group, timeout_ms)
-        return await conn.send(request, expect_response=expect_response, timeout_ms=timeout_ms)
+        return await conn.send(
+            request,
+            expect_response=expect_response,
+            timeout_ms=timeout_ms,
+            max_version=max_version,
+        )
 
     def send_nowait(
         self,

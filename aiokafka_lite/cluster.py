@@ -8,8 +8,8 @@ never sees half an update. Listeners run after each successful update.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import for_code
@@ -214,6 +214,68 @@ class ClusterMetadata:
             cluster_id=metadata.cluster_id,
             controller_id=controller_id,
         )
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:  # a listener bug must not break metadata updates
+                log.exception("cluster metadata listener %r failed", listener)
+
+    def apply_leaders(
+        self,
+        leaders: Mapping[TopicPartition, tuple[int, int]],
+        endpoints: Iterable[BrokerMetadata] = (),
+    ) -> set[TopicPartition]:
+        """KIP-951: the new leaders (id, epoch) that a NOT_LEADER_OR_FOLLOWER answer named,
+        with the endpoints of nodes it named. A partition moves only when the epoch given is
+        newer than the cached one (an older answer changes nothing); a node missing from the
+        brokers (or at a new address) is added. Listeners run when anything moved; returns
+        the partitions whose leader is now the one given (moved, or already there)."""
+        snap = self._snap
+        brokers = dict(snap.brokers)
+        for b in endpoints:
+            if brokers.get(int(b.nodeId)) != b:
+                brokers[int(b.nodeId)] = b
+        parts = snap.partitions
+        changed: dict[str, dict[int, PartitionMetadata]] = {}
+        current: set[TopicPartition] = set()
+        for tp, (leader, epoch) in leaders.items():
+            meta = parts.get(tp.topic, {}).get(tp.partition)
+            if meta is None or leader < 0 or leader not in brokers:
+                continue
+            if meta.leader_epoch is not None and meta.leader_epoch >= epoch:
+                if meta.leader == leader:
+                    current.add(tp)
+                continue
+            changed.setdefault(tp.topic, dict(parts[tp.topic]))[tp.partition] = meta._replace(
+                leader=leader, leader_epoch=epoch, error=None
+            )
+            current.add(tp)
+        if not changed and brokers == snap.brokers:
+            return current
+        new_parts = {**parts, **changed}
+        by_broker: dict[int, set[TopicPartition]] = {}
+        for t, ps in new_parts.items():
+            for p, meta in ps.items():
+                if meta.leader >= 0:
+                    by_broker.setdefault(meta.leader, set()).add(TopicPartition(t, p))
+        self._snap = replace(
+            snap,
+            brokers=brokers,
+            partitions=new_parts,
+            by_broker={k: frozenset(v) for k, v in by_broker.items()},
+        )
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:  # a listener bug must not break metadata updates
+                log.exception("cluster metadata listener %r failed", listener)
+        return current
+
+    def forget(self) -> None:
+        """Rebootstrap (KIP-899): no broker, no partition known any more; listeners run."""
+        self._snap = _Snapshot()
         self.version += 1
         for listener in list(self._listeners):
             try:

@@ -283,6 +283,16 @@ class BrokerConnection(FlowControl):
             self._versions[request_class] = version
         return version
 
+    def _capped(self, request_class: Any, max_version: int) -> int:
+        """``max_version`` when both sides speak it, else UnsupportedVersionError."""
+        bmin = self.api_versions.get(request_class.API_KEY, (0, 0))[0]
+        if max_version < max(bmin, request_class.MIN_VERSION):
+            raise Errors.UnsupportedVersionError(
+                f"{request_class.__name__} v{max_version} or older is needed, and broker "
+                f"{self.host}:{self.port} (node {self.node_id}) speaks v{bmin} at least"
+            )
+        return max_version
+
     # ------------------------------------------------------------------ send
 
     async def send(
@@ -291,13 +301,16 @@ class BrokerConnection(FlowControl):
         *,
         expect_response: bool = True,
         timeout_ms: float | None = None,
+        max_version: int | None = None,
         _version: int | None = None,
     ) -> Any:
         """Write ``request`` and (unless ``expect_response`` is False) await its response.
 
         ``expect_response=False`` is for acks=0 produce: nothing is registered and the call
         returns None once the frame is queued (it is written before the loop's next iteration,
-        and before the socket closes if :meth:`close` comes first).
+        and before the socket closes if :meth:`close` comes first). ``max_version`` caps the
+        negotiated version for this one request (a Fetch naming a topic whose id is unknown
+        stays at v12, the last version addressing topics by name).
         """
         if self._closed:
             raise self._closed_error()
@@ -307,6 +320,8 @@ class BrokerConnection(FlowControl):
         version = _version if _version is not None else self._versions.get(cls)
         if version is None:
             version = self.version_for(cls)
+        if max_version is not None and version > max_version:
+            version = self._capped(cls, max_version)
         deadline = loop.time() + (
             (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         )

@@ -329,6 +329,8 @@ _APACHE_INTEROP_MODULES = (
     "test_interop",
     "test_records_interop",
     "test_records_broker",
+    "test_topic_ids",
+    "test_rebootstrap",
 )
 #: Apache-only group-protocol modules (KIP-848 with the Java client, the live migration, churn,
 #: cooperative rebalancing): long-waiting rebalances, one shard with its own broker

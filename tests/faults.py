@@ -85,6 +85,8 @@ class Rule:
     direction: str = "response"  # or "request"
     cap_api_key: int = -1  # cap_version: the API whose max version is lowered
     max_version: int = -1  # cap_version: to this
+    #: "error": also edit the decoded response (e.g. a KIP-951 CurrentLeader beside the code)
+    edit: Callable[[Any], None] | None = None
     hits: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -109,6 +111,11 @@ class FaultProxy:
         self.port = 0
         self.rules: list[Rule] = []
         self.silent = False
+        #: the address Metadata / FindCoordinator answers name (default: this proxy), and a
+        #: number added to every node id they name: a "cluster" of other nodes and ports in
+        #: front of the same broker (the rebootstrap tests)
+        self.advertise: tuple[str, int] | None = None
+        self.node_offset = 0
         #: (api_key, version) of every response that reached a client, in order
         self.delivered: list[tuple[int, int]] = []
         self._server: asyncio.Server | None = None
@@ -288,7 +295,10 @@ class FaultProxy:
     async def _apply(self, key: int, version: int, frame: bytes) -> bytes | None:
         rules = [r for r in self.rules if r.api_key == key and r.active]
         rules = [r for r in rules if r.direction == "response"]
-        rewrite = key in (API.METADATA, API.FIND_COORDINATOR, API.API_VERSIONS)
+        # Produce / Fetch: KIP-951's NodeEndpoints and CurrentLeader name brokers too
+        rewrite = key in (API.METADATA, API.FIND_COORDINATOR, API.API_VERSIONS) or (
+            key in (API.PRODUCE, API.FETCH) and _names_nodes(frame)
+        )
         if not rules and not rewrite:
             return frame
         req_cls = REQUESTS_BY_KEY[key]
@@ -304,6 +314,10 @@ class FaultProxy:
             _only_versions_we_decode(resp)
         elif rewrite:
             self._advertise_proxy(resp)
+            if key == API.METADATA:  # Fetch v13+ answers name topics by id only (KIP-516)
+                for t in resp.topics:
+                    if t.name and t.topic_id is not None:
+                        _TOPIC_NAMES[t.topic_id] = t.name
         for rule in rules:
             if not rule.active or not _matches(rule, resp):
                 continue
@@ -312,6 +326,8 @@ class FaultProxy:
                 rule.done.set()
             if rule.action == "error":
                 _set_errors(resp, rule.error_code, rule.topic, rule.partition)
+                if rule.edit is not None:
+                    rule.edit(resp)
                 changed = True
             elif rule.action == "corrupt":
                 _corrupt(resp, rule.topic, rule.partition)
@@ -339,13 +355,39 @@ class FaultProxy:
         return _encode_response(req_cls, version, frame[4:8], resp)
 
     def _advertise_proxy(self, resp: Any) -> None:
+        host, port = self.advertise or (self.host, self.port)
+        off = self.node_offset
+
+        def node(n: int) -> int:
+            return n + off if n >= 0 else n
+
         for b in getattr(resp, "brokers", None) or ():
-            b.host, b.port = self.host, self.port
+            b.host, b.port, b.node_id = host, port, node(b.node_id)
         if getattr(resp, "host", None):
-            resp.host, resp.port = self.host, self.port
+            resp.host, resp.port = host, port
+            resp.node_id = node(resp.node_id)
         for c in getattr(resp, "coordinators", None) or ():
             if c.host:
-                c.host, c.port = self.host, self.port
+                c.host, c.port, c.node_id = host, port, node(c.node_id)
+        if off and getattr(resp, "controller_id", None) is not None:
+            resp.controller_id = node(resp.controller_id)
+        for e in getattr(resp, "node_endpoints", None) or ():
+            e.host, e.port, e.node_id = host, port, node(e.node_id)
+        for t in getattr(resp, "responses", None) or () if off else ():
+            for p in getattr(t, "partitions", None) or getattr(t, "partition_responses", ()):
+                p.current_leader.leader_id = node(p.current_leader.leader_id)
+        for t in getattr(resp, "topics", None) or () if off else ():
+            for p in getattr(t, "partitions", None) or ():
+                p.leader_id = node(p.leader_id)
+                p.replica_nodes = [node(n) for n in p.replica_nodes]
+                p.isr_nodes = [node(n) for n in p.isr_nodes]
+                p.offline_replicas = [node(n) for n in p.offline_replicas]
+
+
+def _names_nodes(frame: bytes) -> bool:
+    """A Produce/Fetch answer may name nodes (KIP-951) only when a partition failed: one
+    with no error code in it (a cheap byte test, no decoding) is passed on as it is."""
+    return b"\x00\x06" in frame or b"\x00\x4a" in frame  # NOT_LEADER, FENCED_LEADER_EPOCH
 
 
 def _only_versions_we_decode(resp: Any) -> None:
@@ -406,6 +448,8 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
 
 # -- walking decoded responses ---------------------------------------------------------------
 _TOPIC_FIELDS = ("name", "topic")
+#: topic id -> name, from every Metadata answer a proxy passed on (ids are unique clusterwide)
+_TOPIC_NAMES: dict[Any, str] = {}
 _PARTITION_FIELDS = ("partition_index", "partition", "index")
 #: a partition's error code is ``partition_error_code`` in AddPartitionsToTxn answers
 _ERROR_FIELDS = ("error_code", "partition_error_code")
@@ -421,9 +465,12 @@ def _walk(node: Any, topic: str | None, partition: int | None) -> Any:
     if fields is None:
         return
     for f in _TOPIC_FIELDS:
-        if f in fields and isinstance(getattr(node, f), str):
+        if f in fields and isinstance(getattr(node, f), str) and getattr(node, f):
             topic = getattr(node, f)
             break
+    else:
+        if "topic_id" in fields and node.topic_id in _TOPIC_NAMES:
+            topic = _TOPIC_NAMES[node.topic_id]
     for f in _PARTITION_FIELDS:
         if f in fields and isinstance(getattr(node, f), int):
             partition = getattr(node, f)

@@ -46,6 +46,7 @@ __all__ = [
     "partitions_for",
     "create_topic",
     "GroupMember",
+    "KipScript",
     "ShareMember",
     "ShareApiScript",
     "ShareScript",
@@ -898,3 +899,49 @@ if __name__ == "__main__":  # `python -m tests.java_oracle build [VERSION ...]` 
             print(f"skipping the Java oracle: {reason}", file=sys.stderr)
             sys.exit(0)
         print(f"Java oracle built in {build(version)}")
+
+
+class KipScript(GroupMember):
+    """One of ``KipScripts.java``'s scenarios, kept running like :class:`GroupMember` until
+    :meth:`stop`: ``assign-reader`` (a group-less consumer of partitions ``0..partitions-1``
+    from the beginning: its records and ``error`` events) or ``flood-producer`` (an idempotent
+    producer to partition 0: an ``acked`` event with its offset and wall time ``t`` in ms per
+    record, ``error`` events); ``recovery`` / ``trigger_ms``: Java's
+    ``metadata.recovery.strategy`` / ``metadata.recovery.rebootstrap.trigger.ms``."""
+
+    def __init__(
+        self,
+        command: str,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: int = 1,
+        reset: str = "earliest",
+        run_ms: int = 120_000,
+        recovery: str = "rebootstrap",
+        trigger_ms: int = 300_000,
+        delivery_timeout_ms: int = 60_000,
+        interval_ms: int = 1,
+        kafka_version: str | None = None,
+    ) -> None:
+        super().__init__(bootstrap, topic, "-", run_ms=run_ms, kafka_version=kafka_version)
+        self.command = command
+        only = (
+            {"partitions": partitions, "from": reset}
+            if command == "assign-reader"
+            else {"delivery_timeout_ms": delivery_timeout_ms, "interval_ms": interval_ms}
+        )
+        self.args = _options(
+            bootstrap=bootstrap,
+            topic=topic,
+            run_ms=run_ms,
+            recovery=recovery,
+            trigger_ms=trigger_ms,
+            **only,
+        )
+
+    def send(self, line: str) -> None:
+        """Write one command line (``pause``, ``resume``) to its stdin."""
+        assert self.process is not None and self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()

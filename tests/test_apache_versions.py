@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka_lite.conn import BrokerConnection
+from aiokafka_lite.conn import BrokerConnection, pick_version
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.records import CODEC_NONE, RecordBatchBuilder, iter_batches
 
@@ -52,7 +52,8 @@ def _versions(conn: BrokerConnection, cls: Any) -> list[int]:
     return list(range(lo, hi + 1))
 
 
-async def _create(conn: BrokerConnection, name: str, partitions: int = 1) -> None:
+async def _create(conn: BrokerConnection, name: str, partitions: int = 1) -> Any:
+    """Create ``name`` and wait for its leaders; its topic id (None below Metadata v10)."""
     topic = m.CreateTopicsRequest.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[]
     )
@@ -64,7 +65,7 @@ async def _create(conn: BrokerConnection, name: str, partitions: int = 1) -> Non
         )
         parts = md.topics[0].partitions if md.topics and md.topics[0].error_code == 0 else []
         if parts and all(p.leader_id >= 0 for p in parts):
-            return
+            return md.topics[0].topic_id
         await asyncio.sleep(0.1)
     raise AssertionError(f"topic {name} has no leader")
 
@@ -92,7 +93,7 @@ async def test_api_versions_every_version(conn):
 async def test_produce_fetch_list_offsets_every_version(conn):
     """Each Produce version appends a batch; each Fetch version reads them all back."""
     name = f"sweep-pf-{uuid.uuid4().hex[:8]}"
-    await _create(conn, name)
+    topic_id = await _create(conn, name)
     produced: list[bytes] = []
     for v in _versions(conn, m.ProduceRequest):
         builder = RecordBatchBuilder(CODEC_NONE, batch_size=16384)
@@ -130,9 +131,9 @@ async def test_produce_fetch_list_offsets_every_version(conn):
             isolation_level=0,
             session_id=0,
             session_epoch=-1,
-            topics=[m.FetchRequest.FetchTopic(topic=name, partitions=[fpart])],
+            topics=[m.FetchRequest.FetchTopic(topic=name, topic_id=topic_id, partitions=[fpart])],
         )
-        resp = await conn.send(req, _version=v)
+        resp = await conn.send(req, _version=v)  # v13+ name the topic by id (KIP-516)
         data = resp.responses[0].partitions[0]
         assert data.error_code == 0 and data.high_watermark == len(produced), v
         values = [
@@ -239,3 +240,44 @@ async def test_clients_on_kafka_39(apache39):
     finally:
         await consumer.stop()
     assert values == [f"plain-{i}".encode() for i in range(5)] + [b"committed"]
+
+
+#: APIs the client sends below Apache Kafka 4.4's newest version, each named with its reason
+#: in the site's protocol coverage page, "Kafka 4.4 client KIPs" (this test checks it names them)
+README_SECTION = "## Kafka 4.4 client KIPs"
+
+
+def _readme_behind() -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "reference" / "protocol.md").read_text()
+    start = text.index(README_SECTION)
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+async def test_api_version_table(broker: Any) -> None:
+    """The table of the versions the client uses against Apache Kafka 4.4's newest: every API
+    at the broker's newest, or a row of docs/reference/protocol.md saying why not."""
+    broker.skip_on("tansu", "noida", reason="the table is about Apache Kafka 4.4's versions")
+    host, port = broker.bootstrap.split(",")[0].rsplit(":", 1)
+    c = BrokerConnection(host, int(port))
+    await c.connect(timeout_ms=10000)
+    try:
+        theirs = c.api_versions
+    finally:
+        c.close()
+        await c.wait_closed()
+    rows, behind = [], []
+    for key, cls in sorted(m.REQUESTS_BY_KEY.items()):
+        if key not in theirs:
+            continue  # an API this broker does not have (none on 4.4)
+        used = pick_version(cls, theirs, "broker")
+        newest = theirs[key][1]
+        rows.append(f"  {cls.API_NAME:<28} v{used:<3} v{newest:<3} {'' if used == newest else '<'}")
+        if used < newest:
+            behind.append(cls.API_NAME)
+    print("\n  api                          used broker's newest\n" + "\n".join(rows))
+    section = _readme_behind()
+    missing = [name for name in behind if f"| {name} |" not in section]
+    assert not missing, f"below the broker's newest with no row in docs/reference/protocol.md saying why: {missing}"

@@ -15,7 +15,9 @@ import pytest
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer
+from aiokafka_lite.ops.fetch import NO_TOPIC_ID
 from aiokafka_lite.producer import AIOKafkaProducer
+from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import TopicPartition
 from tests.faults import API, FaultProxy, Rule, any_error
 from tests.test_consumer import drain, produce
@@ -428,6 +430,80 @@ async def test_fetch_leader_errors_refresh_and_retry(
         assert metadata.hits >= 2  # the error made the consumer refresh its metadata
     finally:
         await c.stop()
+
+
+def _current_leader(topic: str, partition: int, leader: int, epoch: int, proxy: FaultProxy) -> Any:
+    """A Rule edit: the KIP-951 CurrentLeader (and the proxy's endpoint for that node) on
+    ``topic``-``partition`` of a Fetch or Produce answer."""
+
+    def edit(resp: Any) -> None:
+        for t in getattr(resp, "responses", ()):
+            parts = getattr(t, "partitions", None) or getattr(t, "partition_responses", ())
+            for p in parts:
+                index = getattr(p, "partition_index", getattr(p, "index", None))
+                if index == partition and p.error_code:
+                    p.current_leader.leader_id, p.current_leader.leader_epoch = leader, epoch
+        endpoint = type(resp).NodeEndpoint if hasattr(type(resp), "NodeEndpoint") else None
+        if endpoint is not None:
+            resp.node_endpoints = [
+                endpoint(node_id=leader, host=proxy.host, port=proxy.port, rack=None)
+            ]
+
+    return edit
+
+
+@pytest.mark.parametrize("api", ["fetch", "produce"])
+async def test_not_leader_with_current_leader_needs_no_metadata(
+    proxy: FaultProxy, broker: Any, kafka_bootstrap: str, new_topic: Any, api: str
+) -> None:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer naming the current leader (Fetch v12+,
+    Produce v10+) moves the partition to it at once: no Metadata request, no back-off (a long
+    one here: a refresh or a wait would show). Before, each such answer asked for Metadata."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+    await produce(kafka_bootstrap, topic, 10)
+    c = AIOKafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest")
+    p = AIOKafkaProducer(bootstrap_servers=proxy.bootstrap, retry_backoff_ms=5000)
+    await c.start()
+    await p.start()
+    try:
+        await p.send_and_wait(topic, b"warm", partition=0)
+        c.assign([tp])
+        got = await asyncio.wait_for(consume_exactly(c, 11), 10)  # metadata known, fetching
+        cluster = p.client.cluster
+        meta = cluster.partition_metadata(tp)
+        assert meta is not None
+        # "node 2", at the proxy's address too (so in front of the same broker): a node the
+        # client has not met, named with its endpoint, as a real new leader would be
+        edit = _current_leader(topic, 0, meta.leader + 1, meta.leader_epoch + 1, proxy)
+        key = API.FETCH if api == "fetch" else API.PRODUCE
+        code = Errors.NotLeaderForPartitionError.errno
+        if not p.client.supports(
+            m.FetchRequest if api == "fetch" else m.ProduceRequest, 16 if api == "fetch" else 10
+        ):
+            pytest.skip(f"{broker.kind}: no {api} version with CurrentLeader and NodeEndpoints")
+        if api == "fetch" and cluster.topic_id(topic) in (None, NO_TOPIC_ID):
+            # (noida: zero ids, so Fetch stays at v12, which names no endpoint for a new node)
+            pytest.skip(f"{broker.kind}: no topic ids, Fetch v12 carries no NodeEndpoints")
+        metadata = proxy.add(Rule(API.METADATA, "observe", times=-1))
+        fault = proxy.add(Rule(key, "error", error_code=code, topic=topic, partition=0, edit=edit))
+        if api == "fetch":
+            await p.send_and_wait(topic, b"after", partition=0)
+            got += await asyncio.wait_for(consume_exactly(c, 1), 10)
+            assert [r.offset for r in got] == list(range(12))
+            await asyncio.wait_for(fault.done.wait(), 5)
+        else:
+            start = time.monotonic()
+            md = await asyncio.wait_for(p.send_and_wait(topic, b"after", partition=0), 10)
+            assert md.offset >= 11  # (the answer rewritten was a write: not idempotent)
+            assert time.monotonic() - start < 2, "the retry waited out retry_backoff_ms"
+        assert fault.hits == 1
+        assert metadata.hits == 0, f"{api}: a Metadata request was sent"
+        assert cluster.leader_for_partition(tp) == meta.leader + 1 or api == "fetch"
+        assert c._client.cluster.leader_for_partition(tp) == meta.leader + 1 or api == "produce"
+    finally:
+        await c.stop()
+        await p.stop()
 
 
 async def test_fetch_offset_out_of_range(

@@ -75,6 +75,7 @@ async def _fetch_all(client: KafkaClient, leader: int, topic: str, until: int) -
             topics=[
                 m.FetchRequest.FetchTopic(
                     topic=topic,
+                    topic_id=client.cluster.topic_id(topic),
                     partitions=[
                         m.FetchRequest.FetchTopic.FetchPartition(
                             partition=0,

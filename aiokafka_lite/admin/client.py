@@ -63,6 +63,8 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
         connections_max_idle_ms: int = 540000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         security_protocol: str = "PLAINTEXT",
         ssl_context: ssl.SSLContext | None = None,
         api_version: Any = None,

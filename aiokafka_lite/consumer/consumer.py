@@ -72,6 +72,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
     commits, rebalances, and ``on_consume`` per record); :meth:`metrics` returns counters.
     ``group_protocol="consumer"`` (Kafka 4's KIP-848 groups, the broker's
     ``group_remote_assignor``) replaces the classic ``"classic"`` group protocol.
+    ``metadata_recovery_strategy`` / ``metadata_recovery_rebootstrap_trigger_ms``: Java's
+    rebootstrap (KIP-899, KIP-1102), see :class:`~aiokafka_lite.client.KafkaClient`.
     """
 
     #: the built-in metrics hook is registered (benchmarks turn it off to measure its cost)
@@ -98,6 +100,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         auto_commit_interval_ms: int = 5000,
         check_crcs: bool = True,
         metadata_max_age_ms: int = 5 * 60 * 1000,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         partition_assignment_strategy: Any = (RoundRobinPartitionAssignor,),
         max_poll_interval_ms: int = 300000,
         rebalance_timeout_ms: int | None = None,

@@ -29,7 +29,8 @@ from aiokafka_lite._signal import Signal
 from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
-from aiokafka_lite.ops.fetch import fetch_request
+from aiokafka_lite.ops.fetch import NO_TOPIC_ID, fetch_request
+from aiokafka_lite.ops.fetch import max_version as fetch_max_version
 from aiokafka_lite.records.reader import count_records
 from aiokafka_lite.structs import TopicPartition
 
@@ -88,6 +89,9 @@ class Fetcher:
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._resetting: asyncio.Task[None] | None = None
         self._backoff_until: dict[TopicPartition, float] = {}
+        #: the topic id each assigned partition's position belongs to (with its state object:
+        #: a new assignment starts afresh); see _check_topic_ids
+        self._ids: dict[TopicPartition, tuple[Any, Any]] = {}
         self._wake = Signal()  # the planner: look again
         self._data = Signal()  # getone()/getmany(): a buffer or an error may be available
         #: aiokafka's name: the next_record() calls waiting for data now (kafkaesk's tests check
@@ -290,6 +294,7 @@ class Fetcher:
         if subs.pending_resets() and (self._resetting is None or self._resetting.done()):
             self._resetting = asyncio.create_task(self._reset_positions())
         cluster = self._client.cluster
+        self._check_topic_ids(cluster)
         now = time.monotonic()
         by_node: dict[int, dict[TopicPartition, int]] = {}
         need_metadata = False
@@ -336,11 +341,59 @@ class Fetcher:
             sleep = min(sleep, self._backoff) if sleep is not None else self._backoff
         return sleep
 
+    def _check_topic_ids(self, cluster: Any) -> None:
+        """KIP-516: a partition's position is an offset in the log of one topic id. When the
+        metadata gives its topic a new id (deleted and re-created under the same name), that
+        position means nothing in the new log: it is reset (``auto_offset_reset``; with "none"
+        the next poll raises InconsistentTopicIdError), its buffered records dropped. The Java
+        client 4.4 keeps the position and reads the new topic from it (tests/test_topic_ids.py).
+        """
+        ids = self._ids
+        subs = self._subs
+        assignment = subs.assignment
+        for tp in [tp for tp in ids if tp not in assignment]:
+            del ids[tp]
+        for tp, st in assignment.items():
+            tid = cluster.topic_id(tp.topic)
+            if tid is None or tid == NO_TOPIC_ID:
+                continue  # deleted, or no ids (an embedded broker): keep what was known
+            seen = ids.get(tp)
+            if seen is None or seen[0] is not st:
+                ids[tp] = (st, tid)
+                continue
+            if seen[1] == tid:
+                continue
+            ids[tp] = (st, tid)
+            self._buffers.pop(tp, None)
+            if st.position is None and st.reset is not None:
+                continue  # a reset is under way: it asks the new topic
+            log.warning(
+                "%s was re-created (topic id %s -> %s): position %s belongs to the old topic",
+                tp,
+                seen[1],
+                tid,
+                st.position,
+            )
+            if subs.default_reset is None:
+                subs.set_error(
+                    st,
+                    Errors.InconsistentTopicIdError(
+                        f"{tp} was deleted and re-created (topic id {seen[1]} -> {tid}): "
+                        f"position {st.position} belongs to the old topic; seek to go on"
+                    ),
+                )
+                st.position = None
+                self._data.set()
+            else:
+                subs.request_reset(tp)
+
     def _backoff_partition(self, tp: TopicPartition, delay: float | None = None) -> None:
         self._backoff_until[tp] = time.monotonic() + (self._backoff if delay is None else delay)
 
     # -- one fetch -------------------------------------------------------------------------
     def _fetch_request(self, positions: Mapping[TopicPartition, int]) -> Any:
+        cluster = self._client.cluster
+        topics = {tp.topic for tp in positions}
         return fetch_request(
             positions,
             max_wait_ms=self._max_wait_ms,
@@ -348,14 +401,21 @@ class Fetcher:
             max_bytes=self._max_bytes,
             partition_max_bytes=self._partition_max_bytes,
             isolation_level=self._isolation,
+            topic_ids={t: cluster.topic_id(t) for t in topics},
         )
 
     async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
         try:
             request = self._fetch_request(positions)
             timeout = self._request_timeout_ms + self._max_wait_ms
+            cap = fetch_max_version(request)
             try:
-                response = await self._client.send(node, request, timeout_ms=timeout)
+                response = await self._client.send(
+                    node,
+                    request,
+                    timeout_ms=timeout,
+                    **({} if cap is None else {"max_version": cap}),
+                )
             except (
                 Errors.KafkaConnectionError,
                 Errors.KafkaTimeoutError,
@@ -366,7 +426,9 @@ class Fetcher:
                 for tp in positions:
                     self._backoff_partition(tp)
                 return
-            self._handle_response(response, positions)
+            self._handle_response(
+                response, positions, {t.topic: t.topic_id for t in request.topics}, node
+            )
             self._g_fetch.ok()
         except asyncio.CancelledError:
             raise
@@ -389,21 +451,39 @@ class Fetcher:
             self._inflight.pop(node, None)
             self._wake.set()
 
-    def _handle_response(self, response: Any, positions: Mapping[TopicPartition, int]) -> None:
+    def _handle_response(
+        self,
+        response: Any,
+        positions: Mapping[TopicPartition, int],
+        sent_ids: Mapping[str, Any] | None = None,
+        node: int | None = None,
+    ) -> None:
+        """``sent_ids``: topic name -> the id the request named it by (a v13+ answer names
+        topics by id only)."""
         if response.error_code:
             raise Errors.for_code(response.error_code)("fetch request failed")
         subs = self._subs
         got_data = False
         now_ms = int(time.time() * 1000)
         h_fetch = self._h_fetch
+        sent = sent_ids or {}
+        names = {i: t for t, i in sent.items() if i != NO_TOPIC_ID}
+        ids = self._ids
+        hints: dict[TopicPartition, tuple[int, int]] = {}
         for topic_resp in response.responses:
-            topic = topic_resp.topic
+            topic = topic_resp.topic or names.get(topic_resp.topic_id)
+            if topic is None:
+                continue  # an id this fetch did not ask for
+            tid = sent.get(topic, NO_TOPIC_ID)
             for pd in topic_resp.partitions:
                 tp = TopicPartition(topic, pd.partition_index)
                 offset = positions.get(tp)
                 st = subs.assignment.get(tp)
                 if offset is None or st is None or st.position != offset:
                     continue  # no longer assigned, or the position moved meanwhile
+                seen = ids.get(tp)
+                if tid != NO_TOPIC_ID and seen is not None and seen[1] != tid:
+                    continue  # another topic of that name than the position's (re-created)
                 err = pd.error_code
                 if err == 0:
                     st.highwater = pd.high_watermark
@@ -451,7 +531,15 @@ class Fetcher:
                         subs.request_reset(tp)
                 else:
                     exc_cls = Errors.for_code(err)
+                    leader = pd.current_leader  # KIP-951 (v12+; endpoints v16+)
                     if (
+                        leader is not None
+                        and leader.leader_id >= 0
+                        and leader.leader_id != node  # (never "again here, at once")
+                        and exc_cls.invalid_metadata
+                    ):
+                        hints[tp] = (leader.leader_id, leader.leader_epoch)
+                    elif (
                         exc_cls.invalid_metadata
                         or exc_cls.retriable
                         or err == Errors.UnknownTopicOrPartitionError.errno
@@ -462,6 +550,11 @@ class Fetcher:
                     else:
                         subs.set_error(st, exc_cls(f"fetch failed for {tp}"))
                         got_data = True
+        if hints:  # the new leaders at once, no Metadata round trip; the planner fetches
+            moved = self._client.apply_leaders(hints, response.node_endpoints or ())
+            for tp in hints.keys() - moved:  # an older answer, or an unknown node: look up
+                self._client.request_update()
+                self._backoff_partition(tp)
         if got_data:
             self._data.set()
 

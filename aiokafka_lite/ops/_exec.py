@@ -222,6 +222,7 @@ async def by_leader(
     timeout_ms: float | None = None,
     what: str = "request",
     unknown_topic_is_error: bool = False,
+    max_version: Callable[[Any], int | None] | None = None,
 ) -> dict[TopicPartition, R | ItemError]:
     """Send ``build(items of one leader)`` to each partition leader; results by partition.
 
@@ -229,7 +230,8 @@ async def by_leader(
     does not exist gets ``ItemError(UNKNOWN_TOPIC_OR_PARTITION)``; unknown leaders, retriable
     per-partition codes and failed sends are retried after a metadata refresh until the deadline.
     ``unknown_topic_is_error``: a topic that fresh metadata does not know fails at once with
-    UNKNOWN_TOPIC_OR_PARTITION instead of being waited for.
+    UNKNOWN_TOPIC_OR_PARTITION instead of being waited for. ``max_version(request)``: the
+    highest version that request may go out at (None: any).
     """
     deadline = Deadline.of(client, timeout_ms)
     remaining = dict(items)
@@ -263,9 +265,15 @@ async def by_leader(
                 continue
             by_node.setdefault(leader, {})[tp] = value
         nodes = list(by_node)
+        requests = [build(by_node[node]) for node in nodes]
         answers = await _gather(
-            client.send(node, build(by_node[node]), timeout_ms=max(1.0, deadline.remaining_ms))
-            for node in nodes
+            client.send(
+                node,
+                request,
+                timeout_ms=max(1.0, deadline.remaining_ms),
+                max_version=None if max_version is None else max_version(request),
+            )
+            for node, request in zip(nodes, requests)
         )
         for node, answer in zip(nodes, answers):
             if isinstance(answer, BaseException):

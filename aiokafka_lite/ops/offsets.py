@@ -15,6 +15,7 @@ from ..protocol import messages as m
 from ..structs import OffsetAndMetadata, TopicPartition
 from ._exec import ItemError, at_coordinator, by_leader, raise_item_errors
 from .fetch import fetch_request
+from .fetch import max_version as fetch_max_version
 
 if TYPE_CHECKING:
     from ..client import KafkaClient
@@ -351,11 +352,13 @@ async def delete_records(
 
 
 def watermark_fetch_request(
-    fetch_at: Mapping[TopicPartition, int], isolation_level: int = 0
+    fetch_at: Mapping[TopicPartition, int],
+    isolation_level: int = 0,
+    topic_ids: Mapping[str, Any] | None = None,
 ) -> Any:
     """A Fetch at ``fetch_at[tp]`` that returns at most one batch per partition: its answer
     carries the exact high watermark / last stable offset (``max_wait_ms=1``: Tansu answers 0
-    with no partitions at all)."""
+    with no partitions at all). Topics are named by id where ``topic_ids`` has one (KIP-516)."""
     return fetch_request(
         {tp: max(0, offset) for tp, offset in fetch_at.items()},
         max_wait_ms=1,
@@ -363,19 +366,24 @@ def watermark_fetch_request(
         max_bytes=1,
         partition_max_bytes=1,
         isolation_level=isolation_level,
+        topic_ids=topic_ids,
     )
 
 
 def parse_watermark_fetch(
-    resp: Any, isolation_level: int = 0
+    resp: Any, isolation_level: int = 0, names: Mapping[Any, str] | None = None
 ) -> dict[TopicPartition, int | ItemError]:
-    """``{tp: high watermark (last stable offset under read_committed) | ItemError}``."""
+    """``{tp: high watermark (last stable offset under read_committed) | ItemError}``;
+    ``names`` maps the topic ids of a v13+ answer back to names."""
     out: dict[TopicPartition, int | ItemError] = {}
     if resp.error_code:
         return {}  # the executor retries what is missing; a request-wide error is rare
     for t in resp.responses:
+        topic = t.topic or (names or {}).get(t.topic_id)
+        if topic is None:
+            continue  # an id this lookup did not ask for
         for p in t.partitions:
-            tp = TopicPartition(t.topic, p.partition_index)
+            tp = TopicPartition(topic, p.partition_index)
             # OFFSET_OUT_OF_RANGE (1) still carries the watermark on Kafka and noida
             if p.error_code == 0 or (p.error_code == 1 and p.high_watermark >= 0):
                 lso = p.last_stable_offset
@@ -394,13 +402,20 @@ async def high_watermarks(
 ) -> dict[TopicPartition, int]:
     """The exact end of each partition (see :func:`watermark_fetch_request`); ``fetch_at``
     gives an offset at or below the end, as close to it as known."""
+    topics = {tp.topic for tp in fetch_at}
+
+    def ids() -> dict[str, Any]:
+        cluster = client.cluster
+        return {t: i for t in topics if (i := cluster.topic_id(t)) is not None}
+
     found = await by_leader(
         client,
         fetch_at,
-        lambda items: watermark_fetch_request(items, isolation_level),
-        lambda resp: parse_watermark_fetch(resp, isolation_level),
+        lambda items: watermark_fetch_request(items, isolation_level, ids()),
+        lambda resp: parse_watermark_fetch(resp, isolation_level, {i: t for t, i in ids().items()}),
         timeout_ms=timeout_ms,
         what="Fetch (high watermark)",
+        max_version=fetch_max_version,
     )
     raise_item_errors(found, "Fetch (high watermark)")
     return {tp: v for tp, v in found.items() if isinstance(v, int)}

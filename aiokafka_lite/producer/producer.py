@@ -58,6 +58,8 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
     bounds the pipelined produce requests per broker, ``hooks`` takes objects implementing
     :class:`aiokafka_lite.hooks.Hook` methods (connections, requests, batches, and
     ``on_send`` per record) and :meth:`metrics` returns counters.
+    ``metadata_recovery_strategy`` / ``metadata_recovery_rebootstrap_trigger_ms``: Java's
+    rebootstrap (KIP-899, KIP-1102), see :class:`~aiokafka_lite.client.KafkaClient`.
     """
 
     _client_seq = 0
@@ -71,6 +73,8 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         bootstrap_servers: str | list[str] | None = "localhost",
         client_id: str | None = None,
         metadata_max_age_ms: int = 300000,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         request_timeout_ms: int = 40000,
         api_version: str | None = None,
         acks: Any = _missing,

@@ -23,6 +23,7 @@ from aiokafka_lite.hooks import emit
 from aiokafka_lite.producer.accumulator import PartitionQueue
 from aiokafka_lite.producer.batch import ProducerBatch
 from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.structs import TopicPartition
 
 __all__ = ["Sink", "SinkHost", "batch_size"]
 
@@ -336,9 +337,23 @@ class Sink:
         s = self.sender
         acc = s.acc
         results: dict[tuple[str, int], Any] = {}
+        hints: dict[TopicPartition, tuple[int, int]] = {}
         for topic in resp.responses:
             for part in topic.partition_responses:
                 results[(topic.name, part.index)] = part
+                leader = part.current_leader  # KIP-951 (v10+): set with NOT_LEADER_OR_FOLLOWER
+                if (
+                    part.error_code
+                    and leader is not None
+                    and leader.leader_id >= 0
+                    and leader.leader_id != self.node  # (never "again here, at once")
+                ):
+                    hints[TopicPartition(topic.name, part.index)] = (
+                        leader.leader_id,
+                        leader.leader_epoch,
+                    )
+        # the new leaders at once, without a Metadata round trip: their batches go again now
+        moved = s.client.apply_leaders(hints, resp.node_endpoints or ()) if hints else set()
         now = time.monotonic()
         refresh = False
         for b in batches:
@@ -363,7 +378,11 @@ class Sink:
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
             if code in _APPENDED_UNACKED:
                 acc.mark_maybe_written(b)
-            if err_cls.invalid_metadata:
+            if b.tp in moved:
+                if now < b.deadline and not s.force_close:
+                    acc.retry(b, now)
+                    continue
+            elif err_cls.invalid_metadata:
                 refresh = True
             if s.idempotent and code in (_OUT_OF_ORDER, _UNKNOWN_PRODUCER):
                 self._on_sequence_error(b, exc, now)

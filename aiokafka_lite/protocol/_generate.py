@@ -28,9 +28,7 @@ from typing import Any
 #: Request/response pairs the client uses (JSON base names without Request/Response).
 APIS = [
     "Produce",
-    "Fetch",
     "ListOffsets",
-    "Metadata",
     "OffsetCommit",
     "OffsetFetch",
     "FindCoordinator",
@@ -69,6 +67,10 @@ APIS = [
 ]
 #: Kafka 4 group APIs, read from the newer (4.4) definitions.
 APIS_4X = [
+    # Fetch v13+ (KIP-516 topic ids, KIP-951 leader discovery): the 4.4 definition, v4-18
+    "Fetch",
+    # Metadata v13: the top-level error code (REBOOTSTRAP_REQUIRED, KIP-1102)
+    "Metadata",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
     "ShareGroupHeartbeat",

@@ -23,12 +23,13 @@ from .schema import ApiSpec, DataSpec, Struct, build_class
 __all__ = ["REQUESTS_BY_KEY", "DATA_VERSIONS", "Struct"]
 
 #: Client-side version floors/caps where the client needs more than the codec offers.
-#: Produce/Fetch from v3/v4: record batch v2 (headers, idempotence) needs them. Fetch stops at
-#: v12: v13+ address topics by id only, which the consumer does not track. AddPartitionsToTxn
-#: v4+ (batched transactions, VerifyOnly) are for broker-to-broker use only.
+#: Produce/Fetch from v3/v4: record batch v2 (headers, idempotence) needs them. Fetch v13+
+#: address topics by id only: a request naming a topic without a known id is sent at most at
+#: v12 (``ops.fetch.max_version``). AddPartitionsToTxn v4+ (batched transactions, VerifyOnly)
+#: are for broker-to-broker use only.
 _CLIENT_RANGE: dict[str, tuple[int | None, int | None]] = {
     "Produce": (3, None),
-    "Fetch": (4, 12),
+    "Fetch": (4, None),
     "AddPartitionsToTxn": (None, 3),
 }
 

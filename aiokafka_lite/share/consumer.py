@@ -88,6 +88,8 @@ class AIOKafkaShareConsumer:
         request_timeout_ms: int = 40 * 1000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 5 * 60 * 1000,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         connections_max_idle_ms: int = 540000,
         check_crcs: bool = True,
         ssl_context: Any = None,

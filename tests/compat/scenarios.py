@@ -176,7 +176,12 @@ async def _batch_counts(bootstrap: str, topic: str, partitions: int) -> dict[int
             tp = LiteTP(topic, part)
             leader = client.cluster.leader_for_partition(tp)
             req = fetch_request(
-                {tp: 0}, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, partition_max_bytes=1 << 20
+                {tp: 0},
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                partition_max_bytes=1 << 20,
+                topic_ids={topic: client.cluster.topic_id(topic)},
             )
             resp = await client.send(leader, req)
             records = resp.responses[0].partitions[0].records
