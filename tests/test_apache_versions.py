@@ -280,4 +280,6 @@ async def test_api_version_table(broker: Any) -> None:
     print("\n  api                          used broker's newest\n" + "\n".join(rows))
     section = _readme_behind()
     missing = [name for name in behind if f"| {name} |" not in section]
-    assert not missing, f"below the broker's newest with no row in docs/reference/protocol.md saying why: {missing}"
+    assert not missing, (
+        f"below the broker's newest with no row in docs/reference/protocol.md saying why: {missing}"
+    )
