@@ -261,20 +261,10 @@ class ConsumerGroupMember(Coordinator):
         revoked = owned - wanted
         added = wanted - owned
         if revoked:
-            # as Java (and the cooperative classic member): nothing more of them is handed
-            # out from here on, so the commit below is where the next owner starts
-            for tp in revoked:
-                subs.assignment[tp].paused = True
-            subs.changed()
-            if self._auto_commit:
-                try:
-                    await self._commit_positions()
-                except Errors.KafkaError as exc:
-                    log.warning("commit before revoking %s failed: %r", sorted(revoked), exc)
-            if self._h_revoked:
-                emit(self._h_revoked, self.group_id, set(revoked))
-            if subs.listener is not None:
-                await self._revoke(revoked)
+            # as Java (and the cooperative classic member, the same steps): paused, so nothing
+            # more of them is handed out and the commit is where the next owner starts; then
+            # on_partitions_revoked
+            await self._revoke_paused(revoked)
             subs.revoke_to(set(subs.assignment) - revoked)
             if m.lost_pending or m.target is not target:
                 self._ack(subs)
