@@ -479,7 +479,7 @@ class Coordinator(OffsetsMixin):
             added = tps - owned
             if revoked:
                 # only what moved stops; then a follow-up rebalance hands it to its new owner
-                await self._revoke_cooperative(revoked)
+                await self._revoke_paused(revoked)
                 self._rejoin = True
             kept = self._last_committed
             self._last_committed = {tp: o for tp, o in kept.items() if tp in tps}
@@ -539,12 +539,14 @@ class Coordinator(OffsetsMixin):
                 log.warning("commit before rebalance failed: %r", exc)
         gone = {tp for tp in subs.assignment if tp.topic not in subs.topics}
         if gone:
-            await self._revoke_cooperative(gone)
+            await self._revoke_paused(gone)
             subs.revoke_to(set(subs.assignment) - gone)
 
-    async def _revoke_cooperative(self, revoked: set[TopicPartition]) -> None:
+    async def _revoke_paused(self, revoked: set[TopicPartition]) -> None:
         """Stop fetching ``revoked`` (paused: nothing more is handed out), commit (auto commit)
-        and call ``on_partitions_revoked`` with them; the other partitions keep going."""
+        and call ``on_partitions_revoked`` with them; the other partitions keep going. The
+        revoke steps every incremental protocol shares (cooperative, and KIP-848's
+        ``ConsumerGroupMember._rebalance``), in Java's order."""
         subs = self._subs
         for tp in revoked:
             subs.assignment[tp].paused = True

@@ -21,25 +21,30 @@ Two tasks share the work, as the classic coordinator's:
   ``on_partitions_lost`` (``on_partitions_revoked`` when the listener has none) and joins again
   with epoch 0, keeping its member id.
 
-Member states (DESIGN.md draws the transitions): UNSUBSCRIBED, JOINING, STABLE, RECONCILING,
-FENCED, STALE (max_poll_interval_ms passed), LEAVING, FATAL.
+The member's state, epoch, target and the heartbeat's contents are the sans-I/O
+:class:`~aiokafka_lite.membership.consumer.ConsumerMachine`'s (its transition table:
+``CONSUMER_TRANSITIONS``; DESIGN.md draws it); this class sends, waits and reconciles.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import emit
-from aiokafka_lite.ops.membership import consumer_group_heartbeat_request, send_leave
+from aiokafka_lite.membership import Action, Fatal, Rejoin, new_member_id
+from aiokafka_lite.membership.consumer import (
+    CONSUMER_PROTOCOL_NOT_SUPPORTED,
+    ConsumerMachine,
+    Owned,
+)
+from aiokafka_lite.ops.membership import send_leave
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 from .assignors import RoundRobinPartitionAssignor
@@ -54,30 +59,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: the Java client's words when the cluster lacks KIP-848 (UnsupportedVersionException)
-CONSUMER_PROTOCOL_NOT_SUPPORTED = (
-    "The cluster does not support the new CONSUMER group protocol. Set "
-    "group_protocol='classic' on the consumer to revert to the CLASSIC protocol until the "
-    "cluster is upgraded."
-)
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-_LOADING = Errors.GroupLoadInProgressError.errno  # COORDINATOR_LOAD_IN_PROGRESS
-_UNSENT = object()
 _NEXT_EPOCH = (RetryAction.REFRESH_EPOCH, RetryAction.REJOIN)
 
-Owned = dict[Any, frozenset[int]]  # topic id -> partitions
 T = TypeVar("T")
 
 
 class _StaleEpochCommit(Errors.CommitFailedError):
     """A commit refused for a stale member epoch (the automatic commits retry it)."""
-
-
-def new_member_id() -> str:
-    """A member id made by the client (KIP-1082), as the Java client's: a random UUID in
-    Kafka's URL-safe base64 form (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class ConsumerGroupMember(Coordinator):
@@ -93,33 +81,44 @@ class ConsumerGroupMember(Coordinator):
         client_rack: str | None = None,
         **kwargs: Any,
     ) -> None:
+        #: the member's state, epoch, target and heartbeat contents (sans-I/O)
+        self._m = ConsumerMachine(
+            kwargs.get("group_id") or "",
+            new_member_id(),
+            instance_id=kwargs.get("group_instance_id"),
+            rack_id=client_rack,
+            server_assignor=server_assignor,
+            # as Java: the coordinator may wait this long for a member to revoke
+            rebalance_timeout_ms=int(kwargs.get("max_poll_interval_ms", 300000)),
+            interval_s=kwargs.get("heartbeat_interval_ms", 3000) / 1000,  # until the broker says
+        )
         super().__init__(client, subscriptions, **kwargs)
-        self.member_id = new_member_id()
-        self.generation = -1  # the member epoch: -1 = not in the group
-        self._server_assignor = server_assignor
-        self._rack = client_rack
-        # as Java: the coordinator may wait this long for a member to revoke
-        self._rebalance_timeout_ms = int(self._max_poll_interval * 1000)
-        self.state = "UNSUBSCRIBED"
-        self._interval = self._heartbeat_interval  # until the broker says
-        self._target: Owned | None = None  # the latest target assignment (topic ids)
-        self._reconciled: Owned | None = None  # the target the assignment was last made from
-        self._owned: Owned = {}  # what this member owns, by topic id
+        self.member_id = self._m.member_id
         self._unresolved: frozenset[Any] = frozenset()
-        self._sent: dict[str, Any] | None = None  # fields of the last heartbeat (None: send all)
-        self._lost_pending = False  # fenced / stale: give the partitions up before rejoining
         self._hb_wake = asyncio.Event()
         self._hb_answered = asyncio.Event()  # set by every heartbeat answered without error
         self._hb_lock = asyncio.Lock()
-        self._stale = False
         self._hb_subscription = (subscriptions.subscription_id, subscriptions.topics)
+
+    @property
+    def generation(self) -> int:
+        """The member epoch (-1: not in the group), the machine's."""
+        return self._m.epoch
+
+    @generation.setter
+    def generation(self, value: int) -> None:
+        self._m.epoch = value
+
+    @property
+    def state(self) -> str:
+        """The member state's name (``ConsumerState``)."""
+        return self._m.state.value
 
     # -- interface of the classic coordinator ----------------------------------------------
     def poll(self) -> None:
         """Record a poll; after max_poll_interval_ms expired, join again."""
         self._last_poll = time.monotonic()
-        if self._stale and not self._lost_pending:
-            self._stale = False
+        if self._m.polled():
             self._hb_wake.set()
         if self.fatal is not None:
             exc, self.fatal = self.fatal, None
@@ -140,14 +139,13 @@ class ConsumerGroupMember(Coordinator):
 
     def _needs_rejoin(self) -> bool:
         """True when the main task has reconciling to do now."""
-        if self._lost_pending:
+        m = self._m
+        if m.lost_pending:
             return True
-        target = self._target
-        if target is None or self.generation <= 0 or self._stale:
+        target = m.target
+        if target is None or m.epoch <= 0 or m.stale:
             return False
-        return target is not self._reconciled or self._resolve(target)[0] != set(
-            self._subs.assignment
-        )
+        return target is not m.reconciled or self._resolve(target)[0] != set(self._subs.assignment)
 
     def _membership_lost(self, code: int) -> None:
         """A commit answered UNKNOWN_MEMBER_ID (or another membership error): as Java's
@@ -245,10 +243,11 @@ class ConsumerGroupMember(Coordinator):
 
     async def _rebalance(self) -> None:
         subs = self._subs
-        if self._lost_pending:
+        m = self._m
+        if m.lost_pending:
             await self._give_up_partitions()
             return
-        target = self._target
+        target = m.target
         if target is None:
             return
         wanted, _, unknown = self._resolve(target)
@@ -257,27 +256,17 @@ class ConsumerGroupMember(Coordinator):
         if unknown:  # their names come with the next metadata answer (this wakes us again)
             log.info("group %s: waiting for the metadata of topic ids %s", self.group_id, unknown)
             self._client.request_update()
-        self.state = "RECONCILING"
+        m.reconciling()
         owned = set(subs.assignment)
         revoked = owned - wanted
         added = wanted - owned
         if revoked:
-            # as Java (and the cooperative classic member): nothing more of them is handed
-            # out from here on, so the commit below is where the next owner starts
-            for tp in revoked:
-                subs.assignment[tp].paused = True
-            subs.changed()
-            if self._auto_commit:
-                try:
-                    await self._commit_positions()
-                except Errors.KafkaError as exc:
-                    log.warning("commit before revoking %s failed: %r", sorted(revoked), exc)
-            if self._h_revoked:
-                emit(self._h_revoked, self.group_id, set(revoked))
-            if subs.listener is not None:
-                await self._revoke(revoked)
+            # as Java (and the cooperative classic member, the same steps): paused, so nothing
+            # more of them is handed out and the commit is where the next owner starts; then
+            # on_partitions_revoked
+            await self._revoke_paused(revoked)
             subs.revoke_to(set(subs.assignment) - revoked)
-            if self._lost_pending or self._target is not target:
+            if m.lost_pending or m.target is not target:
                 self._ack(subs)
                 return  # fenced meanwhile, or a newer target: start over
         subs.assign_from_subscription(set(subs.assignment) | added)
@@ -294,7 +283,7 @@ class ConsumerGroupMember(Coordinator):
             emit(self._h_assigned, self.group_id, set(added))
         if subs.listener is not None:  # as Java: also with nothing added
             await _call_listener(subs.listener.on_partitions_assigned, set(added))
-        self._reconciled = target
+        m.reconciled = target
         self._ack(subs)
         self.assigned_once.set()
 
@@ -303,10 +292,7 @@ class ConsumerGroupMember(Coordinator):
         owned: dict[Any, set[int]] = {}
         for tp in subs.assignment:
             owned.setdefault(self._client.cluster.topic_id(tp.topic), set()).add(tp.partition)
-        self._owned = {tid: frozenset(ps) for tid, ps in owned.items() if tid is not None}
-        target = self._target or {}
-        if self._owned == {t: p for t, p in target.items() if p}:
-            self.state = "STABLE"
+        self._m.owns({tid: frozenset(ps) for tid, ps in owned.items() if tid is not None})
         self._hb_wake.set()
 
     async def _give_up_partitions(self) -> None:
@@ -321,58 +307,14 @@ class ConsumerGroupMember(Coordinator):
                 fn = getattr(listener, "on_partitions_lost", None) or listener.on_partitions_revoked
                 await _call_listener(fn, lost)
             subs.revoke_to(())
-        self._owned = {}
         self._last_committed = {}
-        self._lost_pending = False
-        if not self._stale:
-            self.state = "JOINING"
+        self._m.gave_up()
         self._hb_wake.set()
 
-    def _fence(self, why: str) -> None:
-        log.warning("group %s member %s fenced (%s): rejoining", self.group_id, self.member_id, why)
-        self.state = "FENCED"
-        self.generation = 0
-        self._target = None
-        self._sent = None
-        self._lost_pending = True
-        self._wake.set()
-
     # -- heartbeats (heartbeat task) -------------------------------------------------------
-    def _request(self, epoch: int) -> Any:
-        """The next heartbeat: everything when joining / after an error, else what changed."""
-        subs = self._subs
-        full = self._sent is None or epoch == 0
-        sent: dict[str, Any] = {} if full else dict(self._sent or {})
-        regex = subs.broker_pattern
-        now: dict[str, Any] = {
-            # a SubscriptionPattern sends no names (the broker matches it); a str pattern
-            # sends the names it matched here, as a topic list (as Java's subscribe(Pattern))
-            "names": () if regex is not None else tuple(sorted(subs.topics)),
-            "regex": regex,
-            "owned": self._owned,
-            "assignor": self._server_assignor,
-        }
-        changed = {k: v for k, v in now.items() if full or sent.get(k, _UNSENT) != v}
-        if full and regex is None:
-            changed.pop("regex")  # never subscribed by regex: nothing to clear
-        self._sent = now
-        return consumer_group_heartbeat_request(
-            self.group_id,  # type: ignore[arg-type]  # only with a group
-            member_id=self.member_id,
-            member_epoch=epoch,
-            instance_id=self.group_instance_id,
-            rack_id=self._rack if full else None,
-            rebalance_timeout_ms=self._rebalance_timeout_ms if full else -1,
-            subscribed_topic_names=changed.get("names"),
-            # "" clears a regex sent before (as Java)
-            subscribed_topic_regex=(changed["regex"] or "") if "regex" in changed else None,
-            server_assignor=changed.get("assignor"),
-            owned=changed.get("owned"),
-        )
-
     async def _heartbeat_loop(self) -> None:
         while not self._closed:
-            delay = self._interval
+            delay = self._m.interval_s
             if self.fatal is None and self._should_heartbeat():
                 if self.generation > 0 and self._poll_timed_out():
                     continue
@@ -386,17 +328,14 @@ class ConsumerGroupMember(Coordinator):
         """A task failed unexpectedly (``_supervise``): whatever the last heartbeat carried may
         not have reached the broker, so the next one sends the full state (as after any
         error)."""
-        self._sent = None
+        self._m.sent = None
 
     def _should_heartbeat(self) -> bool:
-        if not self.uses_group or self._lost_pending or self._stale:
+        m = self._m
+        if not self.uses_group or m.lost_pending or m.stale:
             return False
-        if self.generation < 0:
-            self.generation = 0  # (re)subscribed: join
-            self._sent = None
+        if m.join():  # (re)subscribed: join
             self._rejoin = False
-            self._owned = {}  # a join owns nothing (the broker refuses partitions then)
-            self.state = "JOINING"
         return True
 
     def _poll_timed_out(self) -> bool:
@@ -407,10 +346,7 @@ class ConsumerGroupMember(Coordinator):
             "group (it joins again on the next poll)",
             self.group_id,
         )
-        self._stale = True
-        self.state = "STALE"
-        self._target = None  # nothing is reconciled until the member joins again
-        self._lost_pending = True
+        self._m.poll_timed_out()  # the partitions are lost: the main task gives them up
         self._wake.set()
         self._hb_wake.set()
         task = asyncio.ensure_future(self._leave_group("max_poll_interval_ms exceeded"))
@@ -419,91 +355,67 @@ class ConsumerGroupMember(Coordinator):
 
     async def _heartbeat_once(self) -> float:
         """One heartbeat and its answer; the delay until the next one."""
+        m = self._m
         async with self._hb_lock:
-            if self.generation < 0 or self._closed:
-                return self._interval
-            request = self._request(self.generation)
+            if m.epoch < 0 or self._closed:
+                return m.interval_s
+            subs = self._subs
+            send = m.heartbeat(subs.topics, subs.broker_pattern)
             try:
-                resp = await self._send(request)
+                resp = await self._send(send.request)
             except asyncio.CancelledError:
                 raise
-            except Errors.UnsupportedVersionError:
-                return self._fail(Errors.UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED))
             except Errors.KafkaError as exc:
-                log.info("group %s heartbeat failed: %r", self.group_id, exc)
+                if not isinstance(exc, Errors.UnsupportedVersionError):
+                    log.info("group %s heartbeat failed: %r", self.group_id, exc)
+                    self.coordinator_id = None
+                return self._carry_out(m.failed(exc), self._backoff)
+            code = resp.error_code
+            if code == 0:
+                self._hb_answered.set()
+                return self._carry_out(m.answered(resp), m.interval_s)
+            action = retry_action(code, coordinator=True)
+            if action is RetryAction.FIND_COORDINATOR:
                 self.coordinator_id = None
-                self._sent = None
-                return self._backoff
-            return self._handle(resp)
+            return self._carry_out(m.refused(code, resp.error_message or "", action), self._backoff)
 
-    def _handle(self, resp: Any) -> float:
-        code = resp.error_code
-        if code == 0:
-            if resp.heartbeat_interval_ms > 0:
-                self._interval = resp.heartbeat_interval_ms / 1000
-            self.generation = resp.member_epoch
-            self._hb_answered.set()
-            if self.state == "JOINING":
-                self.state = "RECONCILING"
-            if resp.assignment is not None:
-                target = {
-                    tp.topic_id: frozenset(tp.partitions) for tp in resp.assignment.topic_partitions
-                }
-                if target != self._target:
-                    self._target = target
-                    self._wake.set()
-            return self._interval
-        self._sent = None
-        message = resp.error_message or ""
-        if retry_action(code) is RetryAction.REJOIN:  # FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
-            self._fence(f"{Errors.for_code(code).__name__} {message}")
-            return 0.0
-        if self._coordinator_error(code) or code == _LOADING:
-            return self._backoff
-        if code == Errors.UnsupportedVersionError.errno:
-            return self._fail(Errors.UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED))
-        if retry_action(code) in (RetryAction.RETRY, RetryAction.REFRESH_METADATA):
-            return self._backoff
-        return self._fail(
-            Errors.for_code(code)(f"ConsumerGroupHeartbeat of group {self.group_id!r}: {message}")
-        )
-
-    def _fail(self, exc: BaseException) -> float:
-        log.error("group %s: %s", self.group_id, exc)
-        self.state = "FATAL"
-        self.fatal = exc
-        self.assigned_once.set()
-        return self._interval
+    def _carry_out(self, actions: Sequence[Action], delay: float) -> float:
+        """The machine's actions after a heartbeat; the delay until the next one."""
+        for action in actions:
+            if isinstance(action, Fatal):
+                log.error("group %s: %s", self.group_id, action.exc)
+                self.fatal = action.exc
+                self.assigned_once.set()
+                delay = self._m.interval_s
+            elif isinstance(action, Rejoin):
+                log.warning(
+                    "group %s member %s fenced (%s): rejoining",
+                    self.group_id,
+                    self.member_id,
+                    self._m.why,
+                )
+                delay = 0.0
+            else:  # a new target (Assign) or partitions lost (Revoke): the main task's work
+                self._wake.set()
+        return delay
 
     async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
         """Leave with epoch -1 (a static member: -2, the broker keeps its assignment for its
         return within the session timeout)."""
-        if self.group_id is None or self.generation < 0:
+        if self.group_id is None:
             return
-        epoch = STATIC_LEAVE_EPOCH if self.group_instance_id is not None else LEAVE_EPOCH
-        self.state = "LEAVING"
-        request = consumer_group_heartbeat_request(
-            self.group_id,
-            member_id=self.member_id,
-            member_epoch=epoch,
-            instance_id=self.group_instance_id,
-        )
+        leave = self._m.leave()
+        if leave is None:
+            return
         if timeout is None:
             timeout = self._request_timeout_ms / 1000
         if timeout > 0:
             # never beside a heartbeat in flight; a dead or moved coordinator is looked up
             # again and the leave sent to the new one within ``timeout`` (issue 30)
             async with self._hb_lock:
-                await send_leave(
-                    self._client, self.group_id, request, timeout, "ConsumerGroupHeartbeat (leave)"
-                )
+                await send_leave(self._client, self.group_id, leave.request, timeout, leave.what)
         log.info("group %s: member %s left (%s)", self.group_id, self.member_id, reason)
-        self.generation = -1
-        self._target = None
-        self._reconciled = None
-        self._owned = {}
-        self._sent = None
-        self.state = "UNSUBSCRIBED"
+        self._m.left()
 
 
 #: the consumer's defaults of the settings the consumer protocol has no use for

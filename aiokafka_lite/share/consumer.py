@@ -1,7 +1,7 @@
 """``AIOKafkaShareConsumer``: a share group member (KIP-932, "queues for Kafka").
 
-Wires three objects together: :class:`~.membership.ShareMembership` (the ShareGroupHeartbeat
-loop, the assignment), :class:`~.fetcher.ShareFetcher` (share sessions per leader, decoded
+Wires three objects together: a :class:`~aiokafka_lite.membership.MemberShell` driving a
+:class:`~aiokafka_lite.membership.ShareMachine` (the ShareGroupHeartbeat loop, the assignment), :class:`~.fetcher.ShareFetcher` (share sessions per leader, decoded
 acquired records) and :class:`~.acks.AckBook` (records handed out, acknowledgements to send).
 A poll fetches only when no decoded record is left, so records are not held (locked) in the
 client longer than the application needs; its acknowledgements go with that fetch, or by
@@ -20,13 +20,14 @@ from typing import Any, overload
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._settings import ClientSettings
+from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.hooks import ClientInfo, HookSet, emit
+from aiokafka_lite.membership import MemberShell, ShareMachine, new_member_id
 from aiokafka_lite.ops import share as share_ops
 from aiokafka_lite.structs import TopicPartition
 
 from .acks import AckBook, AcknowledgeType, ShareAcknowledgementError, ShareConsumerRecord
 from .fetcher import ShareFetcher
-from .membership import ShareMembership
 
 __all__ = ["AIOKafkaShareConsumer"]
 
@@ -133,12 +134,16 @@ class AIOKafkaShareConsumer:
         self._topics = frozenset(topics)
         self._book = AckBook()
         self._assigned = asyncio.Event()
-        self._membership = ShareMembership(
+        #: the share consumer's unexpected background errors (_supervise): the heartbeat's and
+        #: the fetch rounds', raised once by the next poll
+        supervisor = Supervisor("share consumer", self._client.retry_backoff_ms, log)
+        self._membership = MemberShell(
             self._client,
-            group_id,
-            rack_id=client_rack,
+            ShareMachine(group_id, new_member_id(), rack_id=client_rack),
+            supervisor,
             on_assignment=self._assigned.set,
             max_poll_interval_ms=max_poll_interval_ms,
+            logger=log,
         )
         self._fetcher = ShareFetcher(
             self._client,

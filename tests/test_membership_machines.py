@@ -1,0 +1,297 @@
+"""The membership engine's sans-I/O machines, driven without a broker by fabricated answers
+(a machine is pure: these are its contract with the member shell)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.errors import RetryAction, retry_action
+from aiokafka_lite.membership import (
+    SHARE_TRANSITIONS,
+    Assign,
+    Fatal,
+    Leave,
+    Rejoin,
+    Revoke,
+    ShareMachine,
+    ShareState,
+)
+from aiokafka_lite.membership.consumer import CONSUMER_TRANSITIONS, ConsumerMachine, ConsumerState
+from aiokafka_lite.protocol import messages as m
+
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+R = m.ShareGroupHeartbeatResponse
+
+
+def answer(epoch: int, assignment: dict[Any, list[int]] | None = None, interval: int = 500) -> Any:
+    """A ShareGroupHeartbeat answer as the coordinator sends it."""
+    return R(
+        error_code=0,
+        error_message=None,
+        member_id="m",
+        member_epoch=epoch,
+        heartbeat_interval_ms=interval,
+        assignment=None
+        if assignment is None
+        else R.Assignment(
+            topic_partitions=[
+                R.TopicPartitions(topic_id=t, partitions=p) for t, p in assignment.items()
+            ]
+        ),
+    )
+
+
+def joined(topics: tuple[str, ...] = ("a",)) -> ShareMachine:
+    machine = ShareMachine("g", "m", rack_id="r1")
+    machine.subscribe(topics)
+    machine.heartbeat()
+    machine.answered(answer(3, {T1: [0, 1]}))
+    return machine
+
+
+def failure(exc: Errors.KafkaError) -> tuple[Errors.KafkaError, RetryAction]:
+    return exc, retry_action(exc, coordinator=True)
+
+
+def test_share_join_sends_everything_then_only_changes() -> None:
+    machine = ShareMachine("g", "m", rack_id="r1")
+    assert machine.subscribe(["a", "b"]) == []
+    first = machine.heartbeat().request
+    assert (first.member_epoch, first.rack_id) == (0, "r1")
+    assert first.subscribed_topic_names == ["a", "b"]
+    actions = machine.answered(answer(3, {T1: [1, 0]}, interval=700))
+    assert actions == [Assign({T1: frozenset({0, 1})}, from_broker=True)]
+    assert (machine.state, machine.epoch, machine.interval_s) == (ShareState.STABLE, 3, 0.7)
+    steady = machine.heartbeat().request
+    assert (steady.member_epoch, steady.rack_id, steady.subscribed_topic_names) == (3, None, None)
+    # the same assignment again changes nothing; a new one is handed to the shell
+    assert machine.answered(answer(3, {T1: [0, 1]})) == []
+    assert machine.answered(answer(4, {T2: [0]})) == [Assign({T2: frozenset({0})}, True)]
+    machine.subscribe(["a"])
+    assert machine.subscription_unsent
+    assert machine.heartbeat().request.subscribed_topic_names == ["a"]
+    machine.answered(answer(4))
+    assert not machine.subscription_unsent
+
+
+@pytest.mark.parametrize("exc", [Errors.FencedMemberEpochError(), Errors.UnknownMemberIdError()])
+def test_share_fenced_drops_the_assignment_and_joins_at_epoch_0(exc: Errors.KafkaError) -> None:
+    machine = joined()
+    assert machine.failed(*failure(exc)) == [Assign({}), Rejoin()]
+    assert (machine.state, machine.epoch, machine.assignment) == (ShareState.UNJOINED, 0, {})
+    request = machine.heartbeat().request
+    assert (request.member_epoch, request.subscribed_topic_names, request.member_id) == (
+        0,
+        ["a"],
+        "m",
+    )
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        Errors.NotCoordinatorError(),
+        Errors.CoordinatorNotAvailableError(),
+        Errors.KafkaConnectionError(),
+        Errors.GroupLoadInProgressError(),
+    ],
+)
+def test_share_retriable_errors_keep_the_membership(exc: Errors.KafkaError) -> None:
+    machine = joined()
+    assert machine.failed(*failure(exc)) == []
+    assert (machine.state, machine.epoch) == (ShareState.STABLE, 3)
+
+
+def test_share_fatal_error_is_kept_and_never_left() -> None:
+    machine = joined()
+    exc = Errors.GroupAuthorizationFailedError()
+    assert machine.failed(*failure(exc)) == [Fatal(exc)]
+    assert machine.state is ShareState.FATAL
+    assert machine.leave() == [Assign({})]  # no leave heartbeat: the group refused us
+    assert machine.state is ShareState.FATAL
+    with pytest.raises(Errors.IllegalStateError):
+        machine.answered(answer(5))
+
+
+def test_share_leave_then_subscribe_again_joins_at_epoch_0() -> None:
+    machine = joined()
+    assert machine.subscribe([]) == [Assign({})]  # at once, as Java's unsubscribe()
+    (leave,) = machine.leave()
+    assert isinstance(leave, Leave) and leave.request.member_epoch == -1
+    assert machine.state is ShareState.LEAVING
+    assert machine.left() == []
+    assert (machine.state, machine.epoch) == (ShareState.LEFT, -1)
+    machine.subscribe(["a"])
+    machine.join()
+    assert machine.heartbeat().request.member_epoch == 0
+    assert machine.state is ShareState.UNJOINED
+
+
+def test_share_poll_timeout_leaves_until_the_next_poll() -> None:
+    machine = joined()
+    (leave,) = machine.leave(poll_timeout=True)
+    assert isinstance(leave, Leave) and "max poll interval" in leave.what
+    assert machine.left() == [Assign({})]
+    assert (machine.state, machine.epoch, machine.heartbeating) == (
+        ShareState.POLL_TIMEOUT,
+        0,
+        False,
+    )
+    assert machine.polled() is True
+    assert machine.heartbeating and machine.heartbeat().request.subscribed_topic_names == ["a"]
+    assert machine.polled() is False
+
+
+def test_share_leave_before_joining_sends_nothing() -> None:
+    machine = ShareMachine("g", "m")
+    machine.subscribe(["a"])
+    assert machine.leave() == []
+    assert machine.state is ShareState.LEFT
+
+
+def test_share_transition_table_refuses_the_rest() -> None:
+    machine = ShareMachine("g", "m")
+    assert ShareState.STABLE not in SHARE_TRANSITIONS[ShareState.LEFT]
+    machine.leave()
+    with pytest.raises(Errors.IllegalStateError, match="left cannot become stable"):
+        machine.answered(answer(1))
+    # every state is in the table; FATAL has no way out
+    assert set(SHARE_TRANSITIONS) == set(ShareState)
+    assert SHARE_TRANSITIONS[ShareState.FATAL] == frozenset()
+
+
+# -- KIP-848 (ConsumerGroupHeartbeat) ---------------------------------------------------------
+
+C = m.ConsumerGroupHeartbeatResponse
+
+
+def consumer_answer(epoch: int, target: dict[Any, list[int]] | None = None) -> Any:
+    """A ConsumerGroupHeartbeat answer without error."""
+    return C(
+        error_code=0,
+        error_message=None,
+        member_id="m",
+        member_epoch=epoch,
+        heartbeat_interval_ms=800,
+        assignment=None
+        if target is None
+        else C.Assignment(
+            topic_partitions=[
+                C.TopicPartitions(topic_id=t, partitions=p) for t, p in target.items()
+            ]
+        ),
+    )
+
+
+def consumer_member(instance_id: str | None = None) -> ConsumerMachine:
+    machine = ConsumerMachine(
+        "g",
+        "m",
+        instance_id=instance_id,
+        rack_id="r",
+        server_assignor="uniform",
+        rebalance_timeout_ms=9000,
+    )
+    assert machine.join() is True
+    return machine
+
+
+def test_consumer_join_reconcile_stable_and_only_changes_sent() -> None:
+    machine = consumer_member()
+    first = machine.heartbeat(["b", "a"], None).request
+    assert (first.member_epoch, first.rack_id, first.rebalance_timeout_ms) == (0, "r", 9000)
+    assert (first.subscribed_topic_names, first.server_assignor) == (["a", "b"], "uniform")
+    assert first.subscribed_topic_regex is None and first.topic_partitions == []
+    actions = machine.answered(consumer_answer(5, {T1: [0, 1]}))
+    assert actions == [Assign({T1: frozenset({0, 1})}, from_broker=True)]
+    assert (machine.state, machine.epoch, machine.interval_s) == (ConsumerState.RECONCILING, 5, 0.8)
+    machine.reconciling()
+    machine.owns({T1: frozenset({0, 1})})
+    assert machine.state is ConsumerState.STABLE
+    ack = machine.heartbeat(["a", "b"], None).request  # only the owned partitions changed
+    assert (ack.member_epoch, ack.subscribed_topic_names, ack.server_assignor) == (5, None, None)
+    assert [(tp.topic_id, tp.partitions) for tp in ack.topic_partitions] == [(T1, [0, 1])]
+    assert machine.heartbeat(["a", "b"], None).request.topic_partitions is None
+    # the same target again is no news; an error makes the next heartbeat carry everything
+    assert machine.answered(consumer_answer(5, {T1: [1, 0]})) == []
+    assert machine.failed(Errors.KafkaConnectionError()) == []
+    assert machine.heartbeat(["a", "b"], None).request.subscribed_topic_names == ["a", "b"]
+
+
+def test_consumer_broker_regex_sends_no_names_and_clears_with_empty_string() -> None:
+    machine = consumer_member()
+    request = machine.heartbeat([], "t-.*").request
+    assert (request.subscribed_topic_names, request.subscribed_topic_regex) == ([], "t-.*")
+    machine.answered(consumer_answer(1))
+    assert machine.heartbeat(["x"], None).request.subscribed_topic_regex == ""
+
+
+@pytest.mark.parametrize(
+    "code", [Errors.FencedMemberEpochError.errno, Errors.UnknownMemberIdError.errno]
+)
+def test_consumer_fenced_loses_everything_then_joins_at_epoch_0(code: int) -> None:
+    machine = consumer_member()
+    machine.heartbeat(["a"], None)
+    machine.answered(consumer_answer(4, {T1: [0]}))
+    actions = machine.refused(code, "fenced", retry_action(code, coordinator=True))
+    assert actions == [Revoke(None, lost=True), Rejoin()]
+    assert (machine.state, machine.epoch, machine.target, machine.lost_pending) == (
+        ConsumerState.FENCED,
+        0,
+        None,
+        True,
+    )
+    machine.gave_up()
+    assert (machine.state, machine.owned, machine.lost_pending) == (
+        ConsumerState.JOINING,
+        {},
+        False,
+    )
+    request = machine.heartbeat(["a"], None).request
+    assert (request.member_id, request.member_epoch, request.rack_id) == ("m", 0, "r")
+
+
+def test_consumer_refusals_retry_or_stay_fatal_as_java() -> None:
+    machine = consumer_member()
+    for code in (14, 15, 16, 7):  # loading, coordinator moved / unavailable, timed out
+        assert machine.refused(code, "", retry_action(code, coordinator=True)) == []
+    assert machine.state is ConsumerState.JOINING
+    (fatal,) = machine.refused(35, "", retry_action(35, coordinator=True))
+    assert isinstance(fatal, Fatal) and "CONSUMER group protocol" in str(fatal.exc)
+    assert machine.state is ConsumerState.FATAL
+    for code in (111, 113):  # UNRELEASED_INSTANCE_ID, STALE_MEMBER_EPOCH in a heartbeat
+        (fatal,) = machine.refused(code, "no", retry_action(code, coordinator=True))
+        assert isinstance(fatal, Fatal) and isinstance(fatal.exc, Errors.for_code(code))
+    # the heartbeats go on after the fatal error was raised: the next answer reconciles
+    machine.answered(consumer_answer(2, {T1: [3]}))
+    machine.reconciling()
+    assert machine.state is ConsumerState.RECONCILING
+
+
+def test_consumer_poll_timeout_and_static_leave() -> None:
+    machine = consumer_member(instance_id="i-1")
+    machine.heartbeat(["a"], None)
+    machine.answered(consumer_answer(3, {T1: [0]}))
+    assert machine.poll_timed_out() == [Revoke(None, lost=True)]
+    assert machine.polled() is False  # the partitions are not given up yet
+    leave = machine.leave()
+    assert leave is not None and leave.request.member_epoch == -2  # static: the broker waits
+    machine.left()
+    machine.gave_up()
+    assert machine.state is ConsumerState.UNSUBSCRIBED  # stale: joins on the next poll
+    assert machine.polled() is True and machine.join() is True
+    assert machine.state is ConsumerState.JOINING and machine.leave() is not None
+    machine.left()
+    assert machine.leave() is None  # out of the group: nothing to send
+
+
+def test_consumer_transition_table_refuses_the_rest() -> None:
+    assert set(CONSUMER_TRANSITIONS) == set(ConsumerState)
+    machine = ConsumerMachine("g", "m")
+    with pytest.raises(Errors.IllegalStateError, match="UNSUBSCRIBED cannot become RECONCILING"):
+        machine.reconciling()
