@@ -351,24 +351,24 @@ _APACHE_848_JAVA_MODULES = ("test_group848_java_corners",)
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 #: the order xdist hands groups out in (Makefile: --no-loadscope-reorder), longest first: each
 #: worker gets two at the start, then one more whenever it runs short (seconds measured in a
-#: whole-suite run on a 2-core machine, 2026-11-28, in the comments)
+#: whole-suite run on a 2-core machine, 2026-11-28, plus the modules added since, in the comments)
 _FIRST = (
-    "apache-spark",  # 650
-    "apache-share-java",  # 460
-    "apache-interop",  # 445
-    "tansu-b",  # 445
-    "apache-cluster",  # 425
-    "apache-groups",  # 385
-    "tansu",  # 325
-    "apache-b",  # 295
-    "apache-848-java",  # 260
-    "noida-b",  # 215
-    "noida",  # 215
-    "apache",  # 170
-    "noida-spark",  # 140
-    "no-broker",  # 100
-    "tansu-spark",  # 50
-    "apache-gssapi",  # 40
+    "apache-spark",  # 577
+    "apache-cluster",  # 564 (414 + test_leader_discovery's 150)
+    "apache-interop",  # 475 (375 + test_rebootstrap, test_topic_ids)
+    "apache",  # 446
+    "tansu-b",  # 414
+    "apache-groups",  # 377
+    "tansu",  # 332
+    "apache-share-java",  # 307
+    "noida-spark",  # 252 (206 + test_docs_spark)
+    "apache-b",  # 230
+    "noida",  # 187
+    "noida-b",  # 160
+    "apache-848-java",  # 156
+    "no-broker",  # 102
+    "tansu-spark",  # 56
+    "apache-gssapi",  # 5
 )
 
 
