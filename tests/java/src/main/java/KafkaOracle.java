@@ -95,7 +95,8 @@ public final class KafkaOracle {
         "      stdout: {\"topic\": T, \"created\": true|false}",
         "",
         "  (Kafka 4.x builds) group-member-consumer, share-member, share-script, share-admin: see",
-        "      ConsumerProtocolMember.java, ShareOracle.java, ShareApiScript.java and ShareAdminOracle.java");
+        "      ConsumerProtocolMember.java, ShareOracle.java, ShareApiScript.java and ShareAdminOracle.java",
+        "  txn-feature, txn-scenario: see TxnOracle.java");
 
     /** stdout as UTF-8 (only ASCII is written: {@link #json} escapes everything else). */
     private static final PrintStream OUT =
@@ -128,6 +129,7 @@ public final class KafkaOracle {
                 case "create-topic" -> createTopic(options);
                 case "share-member", "share-script" -> runOwnFile("ShareOracle", args);
                 case "share-admin" -> runOwnFile("ShareAdminOracle", args);
+                case "txn-feature", "txn-scenario" -> runOwnFile("TxnOracle", args);
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;
