@@ -12,6 +12,7 @@ from typing import Any
 import java_oracle
 import pytest
 
+from aiokafka_lite import errors as Errors
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.producer import AIOKafkaProducer
@@ -88,3 +89,52 @@ async def test_kafka_39_stays_on_tv1(apache39: Any) -> None:
     topic = f"txn39-{uuid.uuid4().hex[:8]}"
     await asyncio.wait_for(_three_commits(bootstrap, topic, txid), 60)
     assert await _epoch(bootstrap, txid) == ("CompleteCommit", 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known difference (issue 31, KIP-1050 classes not done yet): Java's zombie gets "
+    "InvalidProducerEpochException (abortable) on its send and commit, ours ProducerFenced (fatal)",
+)
+async def test_zombie_is_fenced_as_java_is(broker: Any, new_topic: Any) -> None:
+    broker.skip_on("tansu", "noida", reason="the Java client is the reference on Apache Kafka only")
+    reason = java_oracle.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    bootstrap = broker.bootstrap
+    topic = await new_topic(partitions=1)
+    java = await asyncio.to_thread(
+        java_oracle.txn_scenario, bootstrap, topic, f"jz-{uuid.uuid4().hex[:8]}", "zombie"
+    )
+    steps = {s["step"]: s["error"] for s in java}
+    txid = f"lz-{uuid.uuid4().hex[:8]}"
+    a = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txid)
+    b = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txid)
+    await a.start()
+    try:
+        async with a.transaction():
+            await (await a.send(topic, b"a-committed", partition=0))
+        await b.start()  # InitProducerId: the new epoch fences a
+        await b.begin_transaction()
+        await a.begin_transaction()
+        ours: dict[str, str | None] = {}
+        try:
+            await asyncio.wait_for(await a.send(topic, b"a-zombie", partition=0), 30)
+            ours["zombie-send"] = None
+        except Errors.KafkaError as exc:
+            ours["zombie-send"] = type(exc).__name__
+        try:
+            await a.commit_transaction()
+            ours["zombie-commit"] = None
+        except Errors.KafkaError as exc:
+            ours["zombie-commit"] = type(exc).__name__
+        await (await b.send(topic, b"b-committed", partition=0))
+        await b.commit_transaction()
+    finally:
+        await a.stop()
+        await b.stop()
+    assert steps["successor-commit"] is None
+    java = {
+        k: v and v.removesuffix("Exception") for k, v in steps.items() if k != "successor-commit"
+    }
+    assert ours == java
