@@ -71,6 +71,10 @@ class ConnectionPool:
         self.backoff_until: dict[int, float] = {}
         #: the broker's api key -> (min, max) ranges from the most recent handshake
         self.api_versions: dict[int, tuple[int, int]] = {}
+        #: the finalized feature levels of the newest view any handshake reported (the
+        #: highest features epoch, as the Java client keeps them), and that epoch
+        self.finalized_features: dict[str, int] = {}
+        self.finalized_features_epoch = -1
         self.closed = False
 
     # ------------------------------------------------------------ node choice
@@ -204,6 +208,9 @@ class ConnectionPool:
             raise Errors.KafkaConnectionError("client closed")
         self.conns[(node_id, group)] = conn
         self.api_versions = conn.api_versions
+        if conn.finalized_features_epoch >= self.finalized_features_epoch:
+            self.finalized_features_epoch = conn.finalized_features_epoch
+            self.finalized_features = conn.finalized_features
         return conn
 
     def _on_conn_close(self, conn: BrokerConnection, reason: BaseException | None) -> None:

@@ -460,6 +460,12 @@ class KafkaClient:
         except Errors.UnsupportedVersionError:
             return False
 
+    def feature_level(self, name: str) -> int:
+        """The cluster's finalized level of feature ``name`` (e.g. ``"transaction.version"``)
+        in the newest view a broker reported at a handshake; 0 when not finalized or not
+        reported (brokers before ApiVersions v3)."""
+        return self._pool.finalized_features.get(name, 0)
+
     @property
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """The broker's api key -> (min, max) ranges from the most recent handshake."""

@@ -143,6 +143,10 @@ class BrokerConnection(FlowControl):
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._versions: dict[type, int] = {}
         self.api_versions: dict[int, tuple[int, int]] = {}
+        #: the cluster's finalized feature levels (ApiVersions v3+, e.g. ``transaction.version``)
+        #: and the epoch of that view (-1: none reported)
+        self.finalized_features: dict[str, int] = {}
+        self.finalized_features_epoch = -1
         self._connected = False
         self._closed = False
         self.close_reason: BaseException | None = None
@@ -265,6 +269,11 @@ class BrokerConnection(FlowControl):
                 f"ApiVersions v{version} to {self.host}:{self.port} failed"
             )
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if version >= 3:
+            self.finalized_features_epoch = resp.finalized_features_epoch
+            self.finalized_features = {
+                f.name: f.max_version_level for f in resp.finalized_features or ()
+            }
 
     # ------------------------------------------------------------ versions
 

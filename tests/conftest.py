@@ -322,6 +322,7 @@ _APACHE_INTEROP_MODULES = (
     "test_java_interop",
     "test_share_java",
     "test_java_oracle_smoke",
+    "test_txn_v2",
     "test_apache_versions",
     "test_oauth",
     "test_security",

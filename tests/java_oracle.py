@@ -50,6 +50,8 @@ __all__ = [
     "ShareMember",
     "ShareApiScript",
     "ShareScript",
+    "set_transaction_version",
+    "txn_scenario",
 ]
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
@@ -478,6 +480,43 @@ def create_topic(
     }
     lines = _run("create-topic", options, timeout=60 + JVM_SLACK, kafka_version=kafka_version)
     return bool(lines[0]["created"])
+
+
+def set_transaction_version(bootstrap: str, level: int) -> None:
+    """Finalize the cluster's ``transaction.version`` at ``level`` with the Java Admin client
+    (upgrade or safe downgrade, as ``kafka-features.sh``), waiting until it is described so."""
+    _run(
+        "txn-feature",
+        {"bootstrap": bootstrap, "level": level},
+        timeout=60 + JVM_SLACK,
+        kafka_version=None,
+    )
+
+
+def txn_scenario(
+    bootstrap: str,
+    topic: str,
+    transactional_id: str,
+    scenario: str,
+    *,
+    timeout: float = 90.0,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Run one transaction scenario with the Java producer (``TxnOracle.java``: ``commits``,
+    ``zombie``, ``abort-after-failed-send``, ``ctp`` with ``input``/``group``/``count``); its
+    steps, ``{"step", "error": simple class name or None, ...}``."""
+    return _run(
+        "txn-scenario",
+        {
+            "bootstrap": bootstrap,
+            "topic": topic,
+            "transactional_id": transactional_id,
+            "scenario": scenario,
+            **options,
+        },
+        timeout=timeout + JVM_SLACK,
+        kafka_version=None,
+    )
 
 
 class GroupMember:

@@ -5,6 +5,7 @@ for twice is one bump (a new producer id wins over a new epoch)."""
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,8 +16,10 @@ STATES = [s for s in TxnState if s.name not in ("COMMITTING_TRANSACTION", "ABORT
 
 
 def manager(state: TxnState, transactional: bool = True) -> TransactionManager:
+    # the only client calls reached here: choosing the transaction protocol at begin()
+    no_features = SimpleNamespace(feature_level=lambda name: 0, supports=lambda *a: False)
     txn = TransactionManager(
-        None,
+        no_features,
         transactional_id="t" if transactional else None,
         transaction_timeout_ms=60000,
         retry_backoff_ms=100,

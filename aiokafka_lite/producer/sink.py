@@ -217,7 +217,9 @@ class Sink:
                 lst = topics[tp.topic] = []
             lst.append(_PartData(index=tp.partition, records=b.buffer))
         txn = s.txn
-        req = m.ProduceRequest(
+        # transactions V2: Produce v12, which adds a partition to the transaction itself
+        req_cls = m.ProduceRequest.TXN_V2 if txn is not None and txn.tv2 else m.ProduceRequest
+        req = req_cls(
             transactional_id=txn.transactional_id if txn is not None else None,
             acks=s.acks,
             timeout_ms=s.request_timeout_ms,

@@ -117,6 +117,8 @@ class TransactionManager:
         self.partitions: set[TopicPartition] = set()  # in the current transaction
         self.offsets_added = False
         self.bump = Bump.NONE  # a pending epoch bump (need_bump, bump_epoch)
+        #: transactions V2 (KIP-890): chosen between transactions (:meth:`_choose_protocol`)
+        self.tv2 = False
         self._init_lock = asyncio.Lock()
 
     # ---- identity and sequences ----------------------------------------------------------
@@ -173,6 +175,18 @@ class TransactionManager:
     def is_in_transaction(self) -> bool:
         return self.state is TxnState.IN_TRANSACTION
 
+    def _choose_protocol(self) -> None:
+        """Transactions V2 when the cluster finalized ``transaction.version`` >= 2 and the
+        broker speaks EndTxn v5 (as the Java client decides, at InitProducerId and at each
+        begin, never inside a transaction): partitions and groups then join implicitly
+        (Produce v12, TxnOffsetCommit v5) and every EndTxn bumps the epoch."""
+        client = self.client
+        self.tv2 = (
+            self.transactional
+            and client.feature_level("transaction.version") >= 2
+            and client.supports(m.EndTxnRequest.TXN_V2, 5)
+        )
+
     def raise_if_fatal(self) -> None:
         if self.state is TxnState.FATAL_ERROR and self.error is not None:
             raise self.error
@@ -192,6 +206,7 @@ class TransactionManager:
         async with self._init_lock:
             if self.has_pid and not bump:
                 return
+            self._choose_protocol()
             if not self.client.supports(m.InitProducerIdRequest, 3):
                 raise Errors.IncompatibleBrokerVersion(
                     "idempotent/transactional producing needs InitProducerId v3 or newer, "
@@ -253,15 +268,20 @@ class TransactionManager:
         self.raise_if_fatal()
         if self.state is not TxnState.READY:
             raise Errors.IllegalOperation(f"cannot begin a transaction in state {self.state.value}")
+        self._choose_protocol()
         self._to(TxnState.IN_TRANSACTION)
         self.partitions.clear()
         self.offsets_added = False
         self.error = None
 
     async def add_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        """AddPartitionsToTxn for partitions about to receive their first batch."""
+        """AddPartitionsToTxn for partitions about to receive their first batch (with
+        transactions V2 no request: their first Produce v12 adds them)."""
         new = sorted(set(tps) - self.partitions)
         if not new:
+            return
+        if self.tv2:
+            self.partitions.update(new)
             return
         by_topic: dict[str, list[int]] = {}
         for tp in new:
@@ -295,14 +315,16 @@ class TransactionManager:
     async def add_offsets(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
     ) -> None:
-        """AddOffsetsToTxn to the txn coordinator, then TxnOffsetCommit to the group coordinator."""
-        req = m.AddOffsetsToTxnRequest(
-            transactional_id=self.transactional_id,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            group_id=group_id,
-        )
-        await self._coordinator_request(req, lambda r: r.error_code)
+        """AddOffsetsToTxn to the txn coordinator, then TxnOffsetCommit to the group coordinator
+        (with transactions V2 only TxnOffsetCommit v5, which adds the group itself)."""
+        if not self.tv2:
+            req = m.AddOffsetsToTxnRequest(
+                transactional_id=self.transactional_id,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                group_id=group_id,
+            )
+            await self._coordinator_request(req, lambda r: r.error_code)
         self.offsets_added = True
         by_topic: dict[str, list[Any]] = {}
         for tp, om in offsets.items():
@@ -315,12 +337,13 @@ class TransactionManager:
                     committed_metadata=meta,
                 )
             )
-        commit = m.TxnOffsetCommitRequest(
+        commit_cls = m.TxnOffsetCommitRequest.TXN_V2 if self.tv2 else m.TxnOffsetCommitRequest
+        commit = commit_cls(
             transactional_id=self.transactional_id,
             group_id=group_id,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
-            generation_id=-1,
+            generation_id_or_member_epoch=-1,
             member_id="",
             group_instance_id=None,
             topics=[
@@ -339,15 +362,27 @@ class TransactionManager:
         await self._coordinator_request(commit, commit_error, key=group_id, key_type=0)
 
     async def end(self, commit: bool) -> None:
-        """EndTxn (skipped when nothing was added to the transaction)."""
+        """EndTxn (skipped when nothing was added to the transaction). With transactions V2
+        (EndTxn v5) the coordinator bumps the epoch (or, at the last epoch, hands out a new
+        producer id): both are taken from its answer and sequences restart from 0, which
+        also settles a pending bump (:attr:`bump`)."""
         if self.partitions or self.offsets_added:
-            req = m.EndTxnRequest(
+            req_cls = m.EndTxnRequest.TXN_V2 if self.tv2 else m.EndTxnRequest
+            req = req_cls(
                 transactional_id=self.transactional_id,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 committed=commit,
             )
-            await self._coordinator_request(req, lambda r: r.error_code)
+            resp = await self._coordinator_request(req, lambda r: r.error_code)
+            if self.tv2 and resp.producer_id >= 0:
+                if resp.producer_id != self.producer_id:
+                    self.confirmed.clear()
+                self.producer_id = resp.producer_id
+                self.producer_epoch = resp.producer_epoch
+                self.sequences.clear()
+                self.bump = Bump.NONE
+                log.debug("EndTxn: producer id %d epoch %d", self.producer_id, self.producer_epoch)
         self.partitions.clear()
         self.offsets_added = False
         self._to(TxnState.READY)

@@ -8,7 +8,8 @@ where ``DIR44`` holds ``common/message/*.json`` unpacked from the ``kafka-client
 The long-lived APIs come from the first directory, whose definitions still carry the old
 versions that Kafka 3.x and the embedded brokers speak (4.x definitions dropped them). The Kafka 4
 group APIs (:data:`APIS_4X`: KIP-848 consumer groups, KIP-932 share groups) come from the second,
-because their early-access versions were replaced before they became generally available.
+because their early-access versions were replaced before they became generally available; so do
+the transaction APIs with KIP-890 versions (:data:`APIS_TXN_V2`).
 
 It reads Apache Kafka's JSON definitions (the authority for fields and versions) and writes
 compact Python declarations (``F``/``S``/``ApiSpec``/``DataSpec`` calls) that
@@ -27,7 +28,6 @@ from typing import Any
 
 #: Request/response pairs the client uses (JSON base names without Request/Response).
 APIS = [
-    "Produce",
     "ListOffsets",
     "OffsetCommit",
     "OffsetFetch",
@@ -47,8 +47,6 @@ APIS = [
     "OffsetForLeaderEpoch",
     "AddPartitionsToTxn",
     "AddOffsetsToTxn",
-    "EndTxn",
-    "TxnOffsetCommit",
     "DescribeConfigs",
     "AlterConfigs",
     "DeleteGroups",
@@ -81,6 +79,11 @@ APIS_4X = [
     "AlterShareGroupOffsets",
     "DeleteShareGroupOffsets",
 ]
+#: Transaction APIs read from the 4.4 definitions too: their KIP-890 versions (Produce v12,
+#: TxnOffsetCommit v5: the partition or group joins the transaction implicitly; EndTxn v5
+#: answers with the bumped epoch) are newer than ../shared's, and only Produce dropped old
+#: versions there (v0-2, below the client's floor v3 anyway).
+APIS_TXN_V2 = ["Produce", "EndTxn", "TxnOffsetCommit"]
 #: Standalone data structures (no API key), e.g. the consumer protocol's member metadata.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 
@@ -146,7 +149,9 @@ class Emitter:
         ]
         apis = [(api, self.spec_dir) for api in APIS]
         if self.spec_dir_4x is not None:
-            apis += [(api, self.spec_dir_4x) for api in APIS_4X]
+            apis += [(api, self.spec_dir_4x) for api in APIS_4X + APIS_TXN_V2]
+        else:
+            apis += [(api, self.spec_dir) for api in APIS_TXN_V2]
         for api, src in apis:
             req = load(src / f"{api}Request.json")
             resp = load(src / f"{api}Response.json")

@@ -5,48 +5,6 @@
 from .schema import ApiSpec, DataSpec, F, S
 
 APIS = [
-    ApiSpec(0, 'Produce', '0-11', '9+', unstable_latest=False,
-        request=S("ProduceRequest", [
-            F('transactional_id', 'string', '3+', nullable='3+', default='null'),
-            F('acks', 'int16', '0+'),
-            F('timeout_ms', 'int32', '0+'),
-            F('topic_data', '[]TopicProduceData', '0+', struct=S("TopicProduceData", [
-                F('name', 'string', '0+'),
-                F('partition_data', '[]PartitionProduceData', '0+', struct=S("PartitionProduceData", [
-                    F('index', 'int32', '0+'),
-                    F('records', 'records', '0+', nullable='0+'),
-                ])),
-            ])),
-        ]),
-        response=S("ProduceResponse", [
-            F('responses', '[]TopicProduceResponse', '0+', struct=S("TopicProduceResponse", [
-                F('name', 'string', '0+'),
-                F('partition_responses', '[]PartitionProduceResponse', '0+', struct=S("PartitionProduceResponse", [
-                    F('index', 'int32', '0+'),
-                    F('error_code', 'int16', '0+'),
-                    F('base_offset', 'int64', '0+'),
-                    F('log_append_time_ms', 'int64', '2+', default='-1'),
-                    F('log_start_offset', 'int64', '5+', default='-1'),
-                    F('record_errors', '[]BatchIndexAndErrorMessage', '8+', struct=S("BatchIndexAndErrorMessage", [
-                        F('batch_index', 'int32', '8+'),
-                        F('batch_index_error_message', 'string', '8+', nullable='8+', default='null'),
-                    ])),
-                    F('error_message', 'string', '8+', nullable='8+', default='null'),
-                    F('current_leader', 'LeaderIdAndEpoch', '10+', tag=0, tagged='10+', struct=S("LeaderIdAndEpoch", [
-                        F('leader_id', 'int32', '10+', default='-1'),
-                        F('leader_epoch', 'int32', '10+', default='-1'),
-                    ])),
-                ])),
-            ])),
-            F('throttle_time_ms', 'int32', '1+', default='0'),
-            F('node_endpoints', '[]NodeEndpoint', '10+', tag=0, tagged='10+', struct=S("NodeEndpoint", [
-                F('node_id', 'int32', '10+'),
-                F('host', 'string', '10+'),
-                F('port', 'int32', '10+'),
-                F('rack', 'string', '10+', nullable='10+', default='null'),
-            ])),
-        ]),
-    ),
     ApiSpec(2, 'ListOffsets', '0-10', '6+', unstable_latest=False,
         request=S("ListOffsetsRequest", [
             F('replica_id', 'int32', '0+'),
@@ -507,50 +465,6 @@ APIS = [
         response=S("AddOffsetsToTxnResponse", [
             F('throttle_time_ms', 'int32', '0+'),
             F('error_code', 'int16', '0+'),
-        ]),
-    ),
-    ApiSpec(26, 'EndTxn', '0-5', '3+', unstable_latest=True,
-        request=S("EndTxnRequest", [
-            F('transactional_id', 'string', '0+'),
-            F('producer_id', 'int64', '0+'),
-            F('producer_epoch', 'int16', '0+'),
-            F('committed', 'bool', '0+'),
-        ]),
-        response=S("EndTxnResponse", [
-            F('throttle_time_ms', 'int32', '0+'),
-            F('error_code', 'int16', '0+'),
-            F('producer_id', 'int64', '5+', default='-1'),
-            F('producer_epoch', 'int16', '5+', default='-1'),
-        ]),
-    ),
-    ApiSpec(28, 'TxnOffsetCommit', '0-4', '3+', unstable_latest=False,
-        request=S("TxnOffsetCommitRequest", [
-            F('transactional_id', 'string', '0+'),
-            F('group_id', 'string', '0+'),
-            F('producer_id', 'int64', '0+'),
-            F('producer_epoch', 'int16', '0+'),
-            F('generation_id', 'int32', '3+', default='-1'),
-            F('member_id', 'string', '3+', default=''),
-            F('group_instance_id', 'string', '3+', nullable='3+', default='null'),
-            F('topics', '[]TxnOffsetCommitRequestTopic', '0+', struct=S("TxnOffsetCommitRequestTopic", [
-                F('name', 'string', '0+'),
-                F('partitions', '[]TxnOffsetCommitRequestPartition', '0+', struct=S("TxnOffsetCommitRequestPartition", [
-                    F('partition_index', 'int32', '0+'),
-                    F('committed_offset', 'int64', '0+'),
-                    F('committed_leader_epoch', 'int32', '2+', default='-1'),
-                    F('committed_metadata', 'string', '0+', nullable='0+'),
-                ])),
-            ])),
-        ]),
-        response=S("TxnOffsetCommitResponse", [
-            F('throttle_time_ms', 'int32', '0+'),
-            F('topics', '[]TxnOffsetCommitResponseTopic', '0+', struct=S("TxnOffsetCommitResponseTopic", [
-                F('name', 'string', '0+'),
-                F('partitions', '[]TxnOffsetCommitResponsePartition', '0+', struct=S("TxnOffsetCommitResponsePartition", [
-                    F('partition_index', 'int32', '0+'),
-                    F('error_code', 'int16', '0+'),
-                ])),
-            ])),
         ]),
     ),
     ApiSpec(32, 'DescribeConfigs', '0-4', '4+', unstable_latest=False,
@@ -1316,6 +1230,96 @@ APIS = [
                 F('topic_id', 'uuid', '0+'),
                 F('error_code', 'int16', '0+'),
                 F('error_message', 'string', '0+', nullable='0+', default='null'),
+            ])),
+        ]),
+    ),
+    ApiSpec(0, 'Produce', '3-13', '9+', unstable_latest=False,
+        request=S("ProduceRequest", [
+            F('transactional_id', 'string', '3+', nullable='3+', default='null'),
+            F('acks', 'int16', '0+'),
+            F('timeout_ms', 'int32', '0+'),
+            F('topic_data', '[]TopicProduceData', '0+', struct=S("TopicProduceData", [
+                F('name', 'string', '0-12'),
+                F('topic_id', 'uuid', '13+'),
+                F('partition_data', '[]PartitionProduceData', '0+', struct=S("PartitionProduceData", [
+                    F('index', 'int32', '0+'),
+                    F('records', 'records', '0+', nullable='0+'),
+                ])),
+            ])),
+        ]),
+        response=S("ProduceResponse", [
+            F('responses', '[]TopicProduceResponse', '0+', struct=S("TopicProduceResponse", [
+                F('name', 'string', '0-12'),
+                F('topic_id', 'uuid', '13+'),
+                F('partition_responses', '[]PartitionProduceResponse', '0+', struct=S("PartitionProduceResponse", [
+                    F('index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                    F('base_offset', 'int64', '0+'),
+                    F('log_append_time_ms', 'int64', '2+', default='-1'),
+                    F('log_start_offset', 'int64', '5+', default='-1'),
+                    F('record_errors', '[]BatchIndexAndErrorMessage', '8+', struct=S("BatchIndexAndErrorMessage", [
+                        F('batch_index', 'int32', '8+'),
+                        F('batch_index_error_message', 'string', '8+', nullable='8+', default='null'),
+                    ])),
+                    F('error_message', 'string', '8+', nullable='8+', default='null'),
+                    F('current_leader', 'LeaderIdAndEpoch', '10+', tag=0, tagged='10+', struct=S("LeaderIdAndEpoch", [
+                        F('leader_id', 'int32', '10+', default='-1'),
+                        F('leader_epoch', 'int32', '10+', default='-1'),
+                    ])),
+                ])),
+            ])),
+            F('throttle_time_ms', 'int32', '1+', default='0'),
+            F('node_endpoints', '[]NodeEndpoint', '10+', tag=0, tagged='10+', struct=S("NodeEndpoint", [
+                F('node_id', 'int32', '10+'),
+                F('host', 'string', '10+'),
+                F('port', 'int32', '10+'),
+                F('rack', 'string', '10+', nullable='10+', default='null'),
+            ])),
+        ]),
+    ),
+    ApiSpec(26, 'EndTxn', '0-5', '3+', unstable_latest=False,
+        request=S("EndTxnRequest", [
+            F('transactional_id', 'string', '0+'),
+            F('producer_id', 'int64', '0+'),
+            F('producer_epoch', 'int16', '0+'),
+            F('committed', 'bool', '0+'),
+        ]),
+        response=S("EndTxnResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('producer_id', 'int64', '5+', default='-1'),
+            F('producer_epoch', 'int16', '5+', default='-1'),
+        ]),
+    ),
+    ApiSpec(28, 'TxnOffsetCommit', '0-6', '3+', unstable_latest=False,
+        request=S("TxnOffsetCommitRequest", [
+            F('transactional_id', 'string', '0+'),
+            F('group_id', 'string', '0+'),
+            F('producer_id', 'int64', '0+'),
+            F('producer_epoch', 'int16', '0+'),
+            F('generation_id_or_member_epoch', 'int32', '3+', default='-1'),
+            F('member_id', 'string', '3+', default=''),
+            F('group_instance_id', 'string', '3+', nullable='3+', default='null'),
+            F('topics', '[]TxnOffsetCommitRequestTopic', '0+', struct=S("TxnOffsetCommitRequestTopic", [
+                F('name', 'string', '0-5'),
+                F('topic_id', 'uuid', '6+'),
+                F('partitions', '[]TxnOffsetCommitRequestPartition', '0+', struct=S("TxnOffsetCommitRequestPartition", [
+                    F('partition_index', 'int32', '0+'),
+                    F('committed_offset', 'int64', '0+'),
+                    F('committed_leader_epoch', 'int32', '2+', default='-1'),
+                    F('committed_metadata', 'string', '0+', nullable='0+'),
+                ])),
+            ])),
+        ]),
+        response=S("TxnOffsetCommitResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('topics', '[]TxnOffsetCommitResponseTopic', '0+', struct=S("TxnOffsetCommitResponseTopic", [
+                F('name', 'string', '0-5'),
+                F('topic_id', 'uuid', '6+'),
+                F('partitions', '[]TxnOffsetCommitResponsePartition', '0+', struct=S("TxnOffsetCommitResponsePartition", [
+                    F('partition_index', 'int32', '0+'),
+                    F('error_code', 'int16', '0+'),
+                ])),
             ])),
         ]),
     ),

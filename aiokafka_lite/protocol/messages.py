@@ -20,18 +20,32 @@ from typing import Any
 from . import _schemas
 from .schema import ApiSpec, DataSpec, Struct, build_class
 
-__all__ = ["REQUESTS_BY_KEY", "DATA_VERSIONS", "Struct"]
+__all__ = ["REQUESTS_BY_KEY", "DATA_VERSIONS", "TXN_V2_VERSIONS", "Struct"]
 
 #: Client-side version floors/caps where the client needs more than the codec offers.
 #: Produce/Fetch from v3/v4: record batch v2 (headers, idempotence) needs them. Fetch v13+
 #: address topics by id only: a request naming a topic without a known id is sent at most at
 #: v12 (``ops.fetch.max_version``). AddPartitionsToTxn v4+ (batched transactions, VerifyOnly)
 #: are for broker-to-broker use only.
+#: Produce stops at v11, EndTxn and TxnOffsetCommit at v4: the transaction V1 protocol (a
+#: transactional producer adds partitions and groups with AddPartitionsToTxn/AddOffsetsToTxn;
+#: Produce v13 and TxnOffsetCommit v6 address topics by id). Their KIP-890 versions are the
+#: ``TXN_V2`` classes below.
 _CLIENT_RANGE: dict[str, tuple[int | None, int | None]] = {
-    "Produce": (3, None),
+    "Produce": (3, 11),
     "Fetch": (4, None),
     "AddPartitionsToTxn": (None, 3),
+    "EndTxn": (None, 4),
+    "TxnOffsetCommit": (None, 4),
 }
+
+#: Transactions V2 (KIP-890 part 2, the broker's finalized ``transaction.version`` >= 2): the one
+#: version each of these APIs is sent at then. Produce v12 and TxnOffsetCommit v5 add the
+#: partition or group to the transaction implicitly; EndTxn v5 bumps the epoch on every commit
+#: or abort and answers with it. Each request class ``X`` carries ``X.TXN_V2``, a subclass with
+#: the same fields whose version range is exactly this one (None for the other APIs): a broker
+#: without it refuses the request (UnsupportedVersionError), never a silent TV1 version.
+TXN_V2_VERSIONS: dict[str, int] = {"Produce": 12, "EndTxn": 5, "TxnOffsetCommit": 5}
 
 #: api_key -> request class
 REQUESTS_BY_KEY: dict[int, type[Struct]] = {}
@@ -69,6 +83,14 @@ def _build_api(spec: ApiSpec) -> None:
     req.MAX_VERSION = min(hi, cmax) if cmax is not None else hi  # type: ignore[attr-defined]
     req.RESPONSE = resp  # type: ignore[attr-defined]
     resp.REQUEST = req  # type: ignore[attr-defined]
+    req.TXN_V2 = None  # type: ignore[attr-defined]
+    v2 = TXN_V2_VERSIONS.get(spec.name)
+    if v2 is not None:
+        assert spec.valid[0] <= v2 <= spec.valid[1], spec.name
+        variant = type(req.__name__, (req,), {"__slots__": ()})
+        variant.MIN_VERSION = variant.MAX_VERSION = v2  # type: ignore[attr-defined]
+        variant.__qualname__ = f"{req.__name__}.TXN_V2"
+        req.TXN_V2 = variant  # type: ignore[attr-defined]
     REQUESTS_BY_KEY[spec.api_key] = req
     _exports[spec.request.name] = req
     _exports[spec.response.name] = resp

@@ -96,7 +96,8 @@ public final class KafkaOracle {
         "",
         "  (Kafka 4.x builds) group-member-consumer, share-member, share-script, share-admin: see",
         "      ConsumerProtocolMember.java, ShareOracle.java, ShareApiScript.java and ShareAdminOracle.java",
-        "  assign-reader, flood-producer: see KipScripts.java");
+        "  assign-reader, flood-producer: see KipScripts.java",
+        "  txn-feature, txn-scenario: see TxnOracle.java");
 
     /** stdout as UTF-8 (only ASCII is written: {@link #json} escapes everything else). */
     private static final PrintStream OUT =
@@ -130,6 +131,7 @@ public final class KafkaOracle {
                 case "share-member", "share-script" -> runOwnFile("ShareOracle", args);
                 case "share-admin" -> runOwnFile("ShareAdminOracle", args);
                 case "assign-reader", "flood-producer" -> runOwnFile("KipScripts", args);
+                case "txn-feature", "txn-scenario" -> runOwnFile("TxnOracle", args);
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;
