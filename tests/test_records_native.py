@@ -28,6 +28,7 @@ from aiokafka_lite.records import (
     CODEC_SNAPPY,
     CODEC_ZSTD,
     RecordBatchBuilder,
+    batch_builder,
     iter_batches,
     v2_records,
 )
@@ -251,3 +252,62 @@ def test_no_extensions_switch_forces_pure_python() -> None:
         timeout=60,
     )
     assert out.stdout.split() == ["False", "None"]
+
+
+_bytes_like = st.one_of(
+    st.none(),
+    st.binary(max_size=300),
+    st.binary(max_size=50).map(bytearray),
+    st.binary(max_size=50).map(memoryview),
+)
+_append = st.tuples(
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 20_000)),  # timestamp offsets
+    _bytes_like,
+    _bytes_like,
+    st.one_of(st.just(()), _headers),
+)
+
+
+def _fill(append: Callable[..., Any], items: list[Any], codec: int, limit: int) -> str:
+    """Append every item (timestamps relative to a base), then build: the return values, the
+    errors and the built batch, as one comparable string."""
+    builder = RecordBatchBuilder(codec, batch_size=limit)
+    log = []
+    for ts, key, value, headers in items:
+        try:
+            log.append(repr(append(builder, ts, key, value, headers)))
+        except (KafkaError, TypeError) as exc:
+            log.append(f"{type(exc).__name__}: {exc}")
+    return "\n".join(log) + "\n" + builder.build().hex()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(_append, max_size=30),
+    codec=st.sampled_from(ALL_CODECS),
+    limit=st.integers(61, 3000),
+    base=st.integers(0, 2**41),
+)
+def test_builder_encodes_the_same_bytes_both_ways(
+    items: list[Any], codec: int, limit: int, base: int
+) -> None:
+    # small timestamps are offsets from `base` (the table paths), large ones absolute (the
+    # range checks and long varints); batch limits cut the batch anywhere
+    items = [(base + ts if 0 <= ts <= 20_000 else ts, *rest) for ts, *rest in items]
+    native = _fill(RecordBatchBuilder.append, items, codec, limit)
+    pure = _fill(batch_builder._py_append, items, codec, limit)
+    assert native == pure
+
+
+def test_builder_encodes_the_same_bytes_past_the_tables() -> None:
+    # more records than the builder's offset-delta table, a str value, deltas past int64
+    items: list[Any] = [
+        (1000 + i % 9000, b"k" if i % 3 else None, b"v" * (i % 200), ()) for i in range(5000)
+    ]
+    items += [(1000, None, "text", ()), (2**63 - 8193, None, b"x", ()), (-(2**63), None, b"y", ())]
+    items += [(2**63, None, b"z", ())]
+    native = _fill(RecordBatchBuilder.append, items, CODEC_NONE, 1 << 30)
+    pure = _fill(batch_builder._py_append, items, CODEC_NONE, 1 << 30)
+    assert native == pure
+    assert "TypeError" in native and "IllegalArgumentError" in native
+    assert RecordBatchBuilder.append is batch_builder._append_native

@@ -5,29 +5,14 @@ parses the batches around it. Nothing here does I/O."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aiokafka_lite.errors import CorruptRecordException
+from aiokafka_lite.records._native import NATIVE, native
 
 __all__ = ["MIN_OFFSET", "NATIVE", "Row", "decode_records", "py_decode_records"]
 
-
-def _load_native() -> Any:
-    """The compiled decoder (package ``aiokafka_lite_native``), or None: not installed, or
-    ``AIOKAFKA_LITE_NO_EXTENSIONS`` set to anything but "" or "0"."""
-    if os.environ.get("AIOKAFKA_LITE_NO_EXTENSIONS", "") not in ("", "0"):
-        return None
-    try:
-        from aiokafka_lite_native import _v2
-    except ImportError:
-        return None
-    return _v2
-
-
-_native = _load_native()
-#: True when the compiled record decoder is in use.
-NATIVE = _native is not None
+_native = native
 
 #: Smallest possible v2 record: length, attributes, timestampDelta, offsetDelta,
 #: keyLength, valueLength, headerCount - one byte each.

@@ -1,4 +1,5 @@
-/* aiokafka_lite_native._v2: the v2 record decoding loop of aiokafka_lite.records.v2_records in C.
+/* aiokafka_lite_native._v2: the v2 record decoding loop of aiokafka_lite.records.v2_records and
+ * the record encoder of aiokafka_lite.records.batch_builder in C (append_record: see below).
  *
  * decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic,
  *                partition, timestamp_type, min_offset) -> list | None
@@ -8,7 +9,7 @@
  * an offset overflow, a header key that is not UTF-8, data that is not exact bytes, ...). The
  * Python wrapper then runs the pure-Python decoder on the same input, which raises the one
  * canonical CorruptRecordException: both paths raise the same error by construction, and this
- * file never raises anything but MemoryError-class failures of the C API itself.
+ * function never raises anything but MemoryError-class failures of the C API itself.
  *
  * Every read is bounds-checked against the end of the current record (itself <= the end of the
  * data) before it happens.
@@ -16,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static PyObject *empty_tuple;
 
@@ -340,11 +342,135 @@ fail:
     return NULL;
 }
 
+/* unsigned varint of u at p; returns its length (p may be NULL: length only) */
+static inline Py_ssize_t
+put_uvarint(uint8_t *p, uint64_t u)
+{
+    Py_ssize_t n = 0;
+    while (u >= 0x80) {
+        if (p)
+            p[n] = (uint8_t)((u & 0x7F) | 0x80);
+        n++;
+        u >>= 7;
+    }
+    if (p)
+        p[n] = (uint8_t)u;
+    return n + 1;
+}
+
+static inline uint64_t
+zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+/* append_record(buf, count, delta, key, value, tail, limit) -> True | None | NotImplemented
+ *
+ * One v2 record appended to the bytearray `buf` (the Python builder's encoding, byte for
+ * byte): True when appended, None when it does not fit in `limit` bytes (the first record,
+ * count 0, always fits), NotImplemented when the Python builder must encode it (a key or
+ * value that is not bytes-like, a delta beyond int64). `tail` is the encoded header count
+ * and headers (None: no headers). Nothing is written unless it returns True. */
+static PyObject *
+append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "append_record takes 7 positional arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0], *key = args[3], *value = args[4], *tail = args[5];
+    if (!PyByteArray_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_record needs a bytearray");
+        return NULL;
+    }
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow || count < 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    long long delta = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow)
+        Py_RETURN_NOTIMPLEMENTED;
+    long long limit = PyLong_AsLongLongAndOverflow(args[6], &overflow);
+    if (overflow)
+        Py_RETURN_NOTIMPLEMENTED;
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer kb = {0}, vb = {0};
+    const char *tp = "\0";
+    Py_ssize_t tn = 1;
+    if (tail != Py_None) {
+        if (!PyBytes_CheckExact(tail)) {
+            PyErr_SetString(PyExc_TypeError, "append_record: tail must be bytes");
+            return NULL;
+        }
+        tp = PyBytes_AS_STRING(tail);
+        tn = PyBytes_GET_SIZE(tail);
+    }
+    /* not bytes-like (a str, ...): the Python builder decides, raising its own TypeError */
+    if (key != Py_None && PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0)
+        goto defer;
+    if (value != Py_None && PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE) < 0) {
+        if (key != Py_None)
+            PyBuffer_Release(&kb);
+        goto defer;
+    }
+    PyObject *result = NULL;
+    /* attributes, timestampDelta, offsetDelta, key, value, headers */
+    Py_ssize_t kn = key == Py_None ? 1 : put_uvarint(NULL, zigzag(kb.len)) + kb.len;
+    Py_ssize_t vn = value == Py_None ? 1 : put_uvarint(NULL, zigzag(vb.len)) + vb.len;
+    Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count)) + kn
+                    + vn + tn;
+    Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (count && (long long)old + total > limit) {
+        result = Py_None;
+        goto done;
+    }
+    if (PyByteArray_Resize(buf, old + total) < 0)
+        goto done;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
+    p += put_uvarint(p, zigzag(rl));
+    *p++ = 0;
+    p += put_uvarint(p, zigzag(delta));
+    p += put_uvarint(p, zigzag(count));
+    if (key == Py_None)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(kb.len));
+        memcpy(p, kb.buf, kb.len);
+        p += kb.len;
+    }
+    if (value == Py_None)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(vb.len));
+        memcpy(p, vb.buf, vb.len);
+        p += vb.len;
+    }
+    memcpy(p, tp, tn);
+    result = Py_True;
+done:
+    if (key != Py_None)
+        PyBuffer_Release(&kb);
+    if (value != Py_None)
+        PyBuffer_Release(&vb);
+    Py_XINCREF(result);
+    return result;
+defer:
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
+        return NULL;
+    PyErr_Clear();
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
      "partition, timestamp_type, min_offset) -> list | None: the records of an uncompressed v2 "
      "records section, or None when the pure-Python decoder must decide (malformed input)."},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "append_record(buf, count, delta, key, value, tail, limit) -> True | None | "
+     "NotImplemented: one v2 record appended to a bytearray (see the C source)."},
     {NULL, NULL, 0, NULL},
 };
 
