@@ -10,8 +10,8 @@ PY ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
 KIND ?= tansu
 
-.PHONY: install jars test pythons lint bench broker demo clean protocol dist wheel-check docs docs-serve \
-	release-check
+.PHONY: install native jars test pythons lint bench broker demo clean protocol dist wheel-check docs \
+	docs-serve release-check
 
 install:
 	@if [ ! -x "$(PY)" ]; then \
@@ -21,12 +21,20 @@ install:
 	fi
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,broker,spark,cli]'
+	@$(MAKE) --no-print-directory native PY=$(PY)
 	@# SASL GSSAPI's gssapi package builds from source against libkrb5-dev (krb5-config);
 	@# without it the Kerberos tests skip with that reason (.ci/run apt-installs it)
 	@if command -v krb5-config >/dev/null 2>&1; then \
 		$(PY) -m pip install --quiet -e '.[gssapi]'; \
 	else echo "krb5-config not found (libkrb5-dev): skipping the gssapi extra"; fi
 	@$(MAKE) --no-print-directory jars PY=$(PY)
+
+# the optional compiled record decoder (native/: aiokafka_lite_native, a C extension built by
+# setuptools from PyPI); without a C compiler the pure-Python path is used, with this message
+native:
+	@if command -v "$${CC:-cc}" >/dev/null 2>&1 && $(PY) -m pip install --quiet ./native; then \
+		echo "aiokafka_lite_native built (AIOKAFKA_LITE_NO_EXTENSIONS=1 turns it off)"; \
+	else echo "warning: aiokafka_lite_native not built (no C compiler or the build failed): the pure-Python record codec is used" >&2; fi
 
 # Apache Kafka's broker jars (4.x and 3.9) and the Java-client test oracle, through Maven.
 # Skipped with a message where Java >= 17 or Maven is missing (the apache tests then skip too).

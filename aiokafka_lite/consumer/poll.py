@@ -18,6 +18,8 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
+from .arrow import records_table
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -112,6 +114,20 @@ class PollMixin:
             await fetcher.wait_for_data(min(remaining, self._consumer_timeout))
             if self._closed:  # stopped while waiting: nothing more comes (as aiokafka)
                 return {}
+
+    async def getmany_arrow(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+        include_headers: bool = False,
+    ) -> Any:
+        """:meth:`getmany` as one ``pyarrow.Table`` with Spark's Kafka schema (key, value,
+        topic, partition, offset, timestamp, timestampType, and headers when
+        ``include_headers``): the same records, positions, commits and rebalances as
+        :meth:`getmany`, which it calls. Needs pyarrow (extra ``arrow``) and no deserializers."""
+        recs = await self.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+        return records_table(recs, include_headers)
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
         """The next record (from ``partitions`` if given); waits as long as it takes."""

@@ -25,6 +25,7 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite.hooks import ClientInfo, HookSet, apply_send
 from aiokafka_lite.producer.accumulator import Accumulator
+from aiokafka_lite.producer.arrow import send_table
 from aiokafka_lite.producer.batch import RecordHandle, estimate_record_size
 from aiokafka_lite.producer.bulk import BulkSendMixin
 from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
@@ -559,6 +560,12 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
     def _request_timeout_ms(self) -> int:
         """``request_timeout_ms`` (kstreams' test helpers)."""
         return self.client.request_timeout_ms
+
+    async def send_arrow(self, topic: str, table: Any) -> list[RecordHandle]:
+        """Send the rows of a ``pyarrow`` Table (columns value, optionally key, partition,
+        timestamp, headers) as :meth:`send` would, one by one; returns one awaitable per batch
+        used (see :func:`aiokafka_lite.producer.arrow.send_table`). Extra ``arrow``."""
+        return await send_table(self, topic, table)
 
     @property
     def _txn_manager(self) -> TransactionManager | None:

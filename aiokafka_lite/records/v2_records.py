@@ -8,8 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from aiokafka_lite.errors import CorruptRecordException
+from aiokafka_lite.records._native import NATIVE, native
 
-__all__ = ["MIN_OFFSET", "Row", "decode_records"]
+__all__ = ["MIN_OFFSET", "NATIVE", "Row", "decode_records", "py_decode_records"]
+
+_native = native
 
 #: Smallest possible v2 record: length, attributes, timestampDelta, offsetDelta,
 #: keyLength, valueLength, headerCount - one byte each.
@@ -47,6 +50,54 @@ _ZZ: list[int] = [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
 
 
 def decode_records(
+    data: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None = None,
+    *,
+    cls: type | None = None,
+    topic: str = "",
+    partition: int = -1,
+    timestamp_type: int = 0,
+    min_offset: int = MIN_OFFSET,
+) -> list[Any]:
+    """Decode ``count`` v2 records from an uncompressed records section (see
+    :func:`py_decode_records`, the reference, for the result and the errors).
+
+    With the compiled decoder installed it decodes the well-formed input; on anything it
+    cannot decide alone (every malformed input among it) it hands over to
+    :func:`py_decode_records`, so both paths return and raise the same."""
+    if _native is not None:
+        out: list[Any] | None = _native.decode_records(
+            data,
+            count,
+            base_offset,
+            base_timestamp,
+            log_append_time,
+            cls,
+            topic,
+            partition,
+            timestamp_type,
+            min_offset,
+        )
+        if out is not None:
+            return out
+    return py_decode_records(
+        data,
+        count,
+        base_offset,
+        base_timestamp,
+        log_append_time,
+        cls=cls,
+        topic=topic,
+        partition=partition,
+        timestamp_type=timestamp_type,
+        min_offset=min_offset,
+    )
+
+
+def py_decode_records(
     data: bytes,
     count: int,
     base_offset: int,

@@ -1,0 +1,84 @@
+"""Records as Arrow: :func:`records_table`, the body of the consumer's ``getmany_arrow()``.
+
+The table has Spark's Kafka source schema (:func:`read_schema`): ``key``, ``value`` (binary),
+``topic`` (string), ``partition`` (int32), ``offset`` (int64), ``timestamp`` (timestamp[us,
+UTC]), ``timestampType`` (int32) and, on request, ``headers`` (list<struct<key string, value
+binary>>, null for a record without headers, as Spark's source). Needs pyarrow (extra
+``arrow``), imported on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka_lite import errors as Errors
+from aiokafka_lite.structs import ConsumerRecord, TopicPartition
+
+__all__ = ["read_schema", "records_table"]
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow  # type: ignore[import-untyped]
+    except ImportError:
+        raise Errors.KafkaConfigurationError(
+            "getmany_arrow() needs pyarrow: pip install 'aiokafka_lite[arrow]'"
+        ) from None
+    return pyarrow
+
+
+def read_schema(include_headers: bool = False) -> Any:
+    """Spark's Kafka source schema (``headers`` last, only when asked for)."""
+    pa = _pyarrow()
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        fields.append(("headers", pa.list_(header)))
+    return pa.schema(fields)
+
+
+def records_table(
+    recs: Mapping[TopicPartition, Sequence[ConsumerRecord[Any, Any]]], include_headers: bool
+) -> Any:
+    """One table of every record of ``recs``, partition after partition, each in offset order.
+
+    Keys and values must be bytes or None (no deserializers): anything else raises
+    ``KafkaConfigurationError``."""
+    pa = _pyarrow()
+    schema = read_schema(include_headers)
+    batches = []
+    for tp, records in recs.items():
+        n = len(records)
+        if not n:
+            continue
+        try:
+            keys = pa.array([r.key for r in records], pa.binary())
+            values = pa.array([r.value for r in records], pa.binary())
+        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError) as exc:
+            raise Errors.KafkaConfigurationError(
+                f"getmany_arrow() takes raw bytes: keys and values must not be deserialized ({exc})"
+            ) from None
+        columns = [
+            keys,
+            values,
+            pa.array([tp.topic] * n, pa.string()),
+            pa.array([tp.partition] * n, pa.int32()),
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(schema[5].type),
+            pa.array([r.timestamp_type for r in records], pa.int32()),
+        ]
+        if include_headers:
+            columns.append(
+                pa.array([list(r.headers) if r.headers else None for r in records], schema[7].type)
+            )
+        batches.append(pa.RecordBatch.from_arrays(columns, schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)

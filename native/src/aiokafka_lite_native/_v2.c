@@ -1,0 +1,492 @@
+/* aiokafka_lite_native._v2: the v2 record decoding loop of aiokafka_lite.records.v2_records and
+ * the record encoder of aiokafka_lite.records.batch_builder in C (append_record: see below).
+ *
+ * decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic,
+ *                partition, timestamp_type, min_offset) -> list | None
+ *
+ * Returns the same list the pure-Python decode_records returns, or None when it cannot decide
+ * alone: any malformed or unusual input (a truncated field, a bad length, a varint past int64,
+ * an offset overflow, a header key that is not UTF-8, data that is not exact bytes, ...). The
+ * Python wrapper then runs the pure-Python decoder on the same input, which raises the one
+ * canonical CorruptRecordException: both paths raise the same error by construction, and this
+ * function never raises anything but MemoryError-class failures of the C API itself.
+ *
+ * Every read is bounds-checked against the end of the current record (itself <= the end of the
+ * data) before it happens.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *empty_tuple;
+
+/* zig-zag varint at *i, below `end`; 0 on success, -1 when Python must decide */
+static inline int
+rd_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *i, int64_t *out)
+{
+    Py_ssize_t j = *i;
+    if (j < end && p[j] < 0x80) { /* one byte: the common case */
+        uint64_t u = p[j];
+        *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
+        *i = j + 1;
+        return 0;
+    }
+    uint64_t u = 0;
+    int shift = 0;
+    for (;;) {
+        if (j >= end)
+            return -1;
+        uint8_t b = p[j++];
+        if (shift == 63 && (b & 0x7F) > 1)
+            return -1; /* the value needs more than 64 bits */
+        u |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+        shift += 7;
+        if (shift > 63)
+            return -1;
+    }
+    *out = (int64_t)((u >> 1) ^ (~(u & 1) + 1));
+    *i = j;
+    return 0;
+}
+
+#include <structmember.h>
+
+/* The fields a consumer record gets, in SET order. */
+#define NFIELDS 11
+static PyObject *field_names[NFIELDS];
+/* For the last class seen: each field's slot offset when the class stores it in a plain slot
+ * (a member descriptor of an object slot, generic setattr), else 0 (set through setattr). */
+static PyObject *cached_cls;
+static Py_ssize_t cached_offsets[NFIELDS];
+
+static int
+slot_offsets(PyObject *cls)
+{
+    if (cls == cached_cls)
+        return 0;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    for (int f = 0; f < NFIELDS; f++) {
+        cached_offsets[f] = 0;
+        if (tp->tp_setattro != PyObject_GenericSetAttr)
+            continue;
+        PyObject *d = PyObject_GetAttr(cls, field_names[f]);
+        if (d == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && m->offset > 0)
+                cached_offsets[f] = m->offset;
+        }
+        Py_DECREF(d);
+    }
+    Py_XSETREF(cached_cls, Py_NewRef(cls));
+    return 0;
+}
+
+/* set field f of a fresh instance, stealing `val` */
+static inline int
+set_field(PyObject *obj, int f, PyObject *val)
+{
+    if (val == NULL)
+        return -1;
+    Py_ssize_t off = cached_offsets[f];
+    if (off) {
+        PyObject **slot = (PyObject **)((char *)obj + off);
+        Py_XSETREF(*slot, val);
+        return 0;
+    }
+    int rc = PyObject_SetAttr(obj, field_names[f], val);
+    Py_DECREF(val);
+    return rc;
+}
+
+#define BAIL goto bail
+#define FAIL goto fail
+#define SET(obj, f, val)                                                                       \
+    do {                                                                                       \
+        if (set_field((obj), (f), (val)) < 0)                                                  \
+            FAIL;                                                                              \
+    } while (0)
+
+static PyObject *
+decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "decode_records takes 10 positional arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *cls = args[5], *topic = args[6], *partition = args[7],
+             *timestamp_type = args[8];
+    if (!PyBytes_CheckExact(data) || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])
+        || !PyLong_CheckExact(args[3]))
+        Py_RETURN_NONE;
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow || count < 0)
+        Py_RETURN_NONE;
+    long long base_offset = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow)
+        Py_RETURN_NONE;
+    long long base_ts = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (overflow)
+        Py_RETURN_NONE;
+    int has_lat = args[4] != Py_None;
+    long long lat = 0;
+    if (has_lat) {
+        if (!PyLong_CheckExact(args[4]))
+            Py_RETURN_NONE;
+        lat = PyLong_AsLongLongAndOverflow(args[4], &overflow);
+        if (overflow)
+            Py_RETURN_NONE;
+    }
+    int objects = cls != Py_None;
+    long long min_offset = 0;
+    if (objects) {
+        if (!PyType_Check(cls) || !PyLong_CheckExact(args[9]))
+            Py_RETURN_NONE;
+        if (slot_offsets(cls) < 0)
+            return NULL;
+        min_offset = PyLong_AsLongLongAndOverflow(args[9], &overflow);
+        if (overflow)
+            Py_RETURN_NONE;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(data);
+    Py_ssize_t end = PyBytes_GET_SIZE(data);
+    if (count > end / 7)
+        Py_RETURN_NONE;
+    PyObject *out = PyList_New((Py_ssize_t)count);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t k = 0, i = 0;
+    PyObject *key = NULL, *value = NULL, *headers = NULL, *item = NULL;
+    for (long long r = 0; r < count; r++) {
+        int64_t n, v;
+        if (rd_varint(p, end, &i, &n) < 0 || n < 6 || n > end - i)
+            BAIL;
+        Py_ssize_t rec_end = i + (Py_ssize_t)n;
+        i += 1; /* attributes */
+        if (rd_varint(p, rec_end, &i, &v) < 0)
+            BAIL;
+        long long ts, offset;
+        if (__builtin_add_overflow(base_ts, (long long)v, &ts))
+            BAIL;
+        if (rd_varint(p, rec_end, &i, &v) < 0)
+            BAIL;
+        if (__builtin_add_overflow(base_offset, (long long)v, &offset))
+            BAIL;
+        /* key */
+        int64_t ksize, vsize;
+        /* null is the one-byte varint 1 only (the Python decoder's rule) */
+        Py_ssize_t len_at = i;
+        if (rd_varint(p, rec_end, &i, &ksize) < 0 || ksize < -1 || ksize > rec_end - i
+            || (ksize == -1 && i - len_at != 1))
+            BAIL;
+        /* value: read its length before making any object */
+        Py_ssize_t key_at = i;
+        if (ksize > 0)
+            i += (Py_ssize_t)ksize;
+        len_at = i;
+        if (rd_varint(p, rec_end, &i, &vsize) < 0 || vsize < -1 || vsize > rec_end - i
+            || (vsize == -1 && i - len_at != 1))
+            BAIL;
+        Py_ssize_t value_at = i;
+        if (vsize > 0)
+            i += (Py_ssize_t)vsize;
+        /* headers */
+        int64_t hcount;
+        if (rd_varint(p, rec_end, &i, &hcount) < 0 || hcount < 0 || hcount > (rec_end - i) / 2)
+            BAIL;
+        if (hcount == 0 && objects) {
+            headers = empty_tuple;
+            Py_INCREF(headers);
+        }
+        else {
+            headers = objects ? PyTuple_New((Py_ssize_t)hcount) : PyList_New((Py_ssize_t)hcount);
+            if (headers == NULL)
+                FAIL;
+            for (int64_t h = 0; h < hcount; h++) {
+                int64_t hk, hv;
+                if (rd_varint(p, rec_end, &i, &hk) < 0 || hk < 0 || hk > rec_end - i)
+                    BAIL;
+                PyObject *hkey = PyUnicode_DecodeUTF8((const char *)p + i, (Py_ssize_t)hk, NULL);
+                if (hkey == NULL) {
+                    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                        PyErr_Clear();
+                        BAIL;
+                    }
+                    FAIL;
+                }
+                i += (Py_ssize_t)hk;
+                if (rd_varint(p, rec_end, &i, &hv) < 0 || hv < -1 || hv > rec_end - i) {
+                    Py_DECREF(hkey);
+                    BAIL;
+                }
+                PyObject *hval;
+                if (hv == -1) {
+                    hval = Py_None;
+                    Py_INCREF(hval);
+                }
+                else {
+                    hval = PyBytes_FromStringAndSize((const char *)p + i, (Py_ssize_t)hv);
+                    i += (Py_ssize_t)hv;
+                }
+                PyObject *pair = hval ? PyTuple_Pack(2, hkey, hval) : NULL;
+                Py_DECREF(hkey);
+                Py_XDECREF(hval);
+                if (pair == NULL)
+                    FAIL;
+                if (objects)
+                    PyTuple_SET_ITEM(headers, (Py_ssize_t)h, pair);
+                else
+                    PyList_SET_ITEM(headers, (Py_ssize_t)h, pair);
+            }
+        }
+        if (i != rec_end)
+            BAIL;
+        if (has_lat)
+            ts = lat;
+        if (objects && offset < min_offset) {
+            Py_CLEAR(headers);
+            continue;
+        }
+        if (ksize < 0) {
+            key = Py_None;
+            Py_INCREF(key);
+        }
+        else if ((key = PyBytes_FromStringAndSize((const char *)p + key_at, (Py_ssize_t)ksize))
+                 == NULL)
+            FAIL;
+        if (vsize < 0) {
+            value = Py_None;
+            Py_INCREF(value);
+        }
+        else if ((value = PyBytes_FromStringAndSize((const char *)p + value_at,
+                                                    (Py_ssize_t)vsize))
+                 == NULL)
+            FAIL;
+        if (!objects) {
+            item = PyTuple_New(5);
+            if (item == NULL)
+                FAIL;
+            PyObject *o = PyLong_FromLongLong(offset), *t = PyLong_FromLongLong(ts);
+            if (o == NULL || t == NULL) {
+                Py_XDECREF(o);
+                Py_XDECREF(t);
+                FAIL;
+            }
+            PyTuple_SET_ITEM(item, 0, o);
+            PyTuple_SET_ITEM(item, 1, t);
+            PyTuple_SET_ITEM(item, 2, key);
+            PyTuple_SET_ITEM(item, 3, value);
+            PyTuple_SET_ITEM(item, 4, headers);
+            key = value = headers = NULL;
+        }
+        else {
+            item = PyBaseObject_Type.tp_new((PyTypeObject *)cls, empty_tuple, NULL);
+            if (item == NULL)
+                FAIL;
+            Py_INCREF(topic);
+            SET(item, 0, topic);
+            Py_INCREF(partition);
+            SET(item, 1, partition);
+            SET(item, 2, PyLong_FromLongLong(offset));
+            SET(item, 3, PyLong_FromLongLong(ts));
+            Py_INCREF(timestamp_type);
+            SET(item, 4, timestamp_type);
+            PyObject *kv = key;
+            key = NULL;
+            SET(item, 5, kv);
+            kv = value;
+            value = NULL;
+            SET(item, 6, kv);
+            Py_INCREF(Py_None);
+            SET(item, 7, Py_None);
+            SET(item, 8, PyLong_FromLongLong(ksize));
+            SET(item, 9, PyLong_FromLongLong(vsize));
+            kv = headers;
+            headers = NULL;
+            SET(item, 10, kv);
+        }
+        PyList_SET_ITEM(out, k, item);
+        item = NULL;
+        k++;
+    }
+    if (i != end)
+        BAIL;
+    if (k < count && PyList_SetSlice(out, k, (Py_ssize_t)count, NULL) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+bail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(item);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(item);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* unsigned varint of u at p; returns its length (p may be NULL: length only) */
+static inline Py_ssize_t
+put_uvarint(uint8_t *p, uint64_t u)
+{
+    Py_ssize_t n = 0;
+    while (u >= 0x80) {
+        if (p)
+            p[n] = (uint8_t)((u & 0x7F) | 0x80);
+        n++;
+        u >>= 7;
+    }
+    if (p)
+        p[n] = (uint8_t)u;
+    return n + 1;
+}
+
+static inline uint64_t
+zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+/* append_record(buf, count, delta, key, value, tail, limit) -> True | None | NotImplemented
+ *
+ * One v2 record appended to the bytearray `buf` (the Python builder's encoding, byte for
+ * byte): True when appended, None when it does not fit in `limit` bytes (the first record,
+ * count 0, always fits), NotImplemented when the Python builder must encode it (a key or
+ * value that is not bytes-like, a delta beyond int64). `tail` is the encoded header count
+ * and headers (None: no headers). Nothing is written unless it returns True. */
+static PyObject *
+append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "append_record takes 7 positional arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0], *key = args[3], *value = args[4], *tail = args[5];
+    if (!PyByteArray_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_record needs a bytearray");
+        return NULL;
+    }
+    int overflow = 0;
+    long long count = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow || count < 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    long long delta = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    if (overflow)
+        Py_RETURN_NOTIMPLEMENTED;
+    long long limit = PyLong_AsLongLongAndOverflow(args[6], &overflow);
+    if (overflow)
+        Py_RETURN_NOTIMPLEMENTED;
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer kb = {0}, vb = {0};
+    const char *tp = "\0";
+    Py_ssize_t tn = 1;
+    if (tail != Py_None) {
+        if (!PyBytes_CheckExact(tail)) {
+            PyErr_SetString(PyExc_TypeError, "append_record: tail must be bytes");
+            return NULL;
+        }
+        tp = PyBytes_AS_STRING(tail);
+        tn = PyBytes_GET_SIZE(tail);
+    }
+    /* not bytes-like (a str, ...): the Python builder decides, raising its own TypeError */
+    if (key != Py_None && PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0)
+        goto defer;
+    if (value != Py_None && PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE) < 0) {
+        if (key != Py_None)
+            PyBuffer_Release(&kb);
+        goto defer;
+    }
+    PyObject *result = NULL;
+    /* attributes, timestampDelta, offsetDelta, key, value, headers */
+    Py_ssize_t kn = key == Py_None ? 1 : put_uvarint(NULL, zigzag(kb.len)) + kb.len;
+    Py_ssize_t vn = value == Py_None ? 1 : put_uvarint(NULL, zigzag(vb.len)) + vb.len;
+    Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count)) + kn
+                    + vn + tn;
+    Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (count && (long long)old + total > limit) {
+        result = Py_None;
+        goto done;
+    }
+    if (PyByteArray_Resize(buf, old + total) < 0)
+        goto done;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
+    p += put_uvarint(p, zigzag(rl));
+    *p++ = 0;
+    p += put_uvarint(p, zigzag(delta));
+    p += put_uvarint(p, zigzag(count));
+    if (key == Py_None)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(kb.len));
+        memcpy(p, kb.buf, kb.len);
+        p += kb.len;
+    }
+    if (value == Py_None)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(vb.len));
+        memcpy(p, vb.buf, vb.len);
+        p += vb.len;
+    }
+    memcpy(p, tp, tn);
+    result = Py_True;
+done:
+    if (key != Py_None)
+        PyBuffer_Release(&kb);
+    if (value != Py_None)
+        PyBuffer_Release(&vb);
+    Py_XINCREF(result);
+    return result;
+defer:
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
+        return NULL;
+    PyErr_Clear();
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
+     "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
+     "partition, timestamp_type, min_offset) -> list | None: the records of an uncompressed v2 "
+     "records section, or None when the pure-Python decoder must decide (malformed input)."},
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "append_record(buf, count, delta, key, value, tail, limit) -> True | None | "
+     "NotImplemented: one v2 record appended to a bytearray (see the C source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_v2", NULL, -1, methods};
+
+PyMODINIT_FUNC
+PyInit__v2(void)
+{
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL)
+        return NULL;
+    static const char *names[NFIELDS] = {"topic", "partition", "offset", "timestamp",
+        "timestamp_type", "key", "value", "checksum", "serialized_key_size",
+        "serialized_value_size", "headers"};
+    for (int f = 0; f < NFIELDS; f++)
+        if ((field_names[f] = PyUnicode_InternFromString(names[f])) == NULL)
+            return NULL;
+    return PyModule_Create(&module);
+}
