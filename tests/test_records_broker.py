@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from aiokafka_lite.client import KafkaClient
+from aiokafka_lite.ops.fetch import max_version
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.records import (
     CODEC_GZIP,
@@ -89,7 +90,7 @@ async def _fetch_all(client: KafkaClient, leader: int, topic: str, until: int) -
                 )
             ],
         )
-        resp = await client.send(leader, req, timeout_ms=10000)
+        resp = await client.send(leader, req, timeout_ms=10000, max_version=max_version(req))
         (pd,) = [p for t in resp.responses for p in t.partitions]
         assert pd.error_code == 0, pd
         for batch in iter_batches(pd.records):

@@ -52,6 +52,25 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * </ul>
  */
 final class TxnOracle {
+
+    /** --name value pairs after the command; the required ones must be there (this file's own:
+     *  a Kafka 3.x build leaves the share files out, and this one is built there too). */
+    private static Map<String, String> options(String[] args, String... required) {
+        Map<String, String> options = new HashMap<>();
+        for (int i = 1; i + 1 < args.length; i += 2) {
+            if (!args[i].startsWith("--")) {
+                throw new IllegalArgumentException("expected an option, got " + args[i]);
+            }
+            options.put(args[i].substring(2), args[i + 1]);
+        }
+        for (String name : required) {
+            if (!options.containsKey(name)) {
+                throw new IllegalArgumentException("--" + name + " is required");
+            }
+        }
+        return options;
+    }
+
     private static final PrintStream OUT =
         new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
     private static final Duration CLOSE = Duration.ofSeconds(10);
@@ -61,10 +80,10 @@ final class TxnOracle {
 
     static void run(String[] args) throws Exception {
         if (args[0].equals("txn-feature")) {
-            feature(ShareOracle.options(args, "bootstrap", "level"));
+            feature(options(args, "bootstrap", "level"));
             return;
         }
-        Map<String, String> o = ShareOracle.options(args, "bootstrap", "topic", "transactional-id", "scenario");
+        Map<String, String> o = options(args, "bootstrap", "topic", "transactional-id", "scenario");
         switch (o.get("scenario")) {
             case "commits" -> commits(o);
             case "zombie" -> zombie(o);
