@@ -352,24 +352,24 @@ _APACHE_848_JAVA_MODULES = ("test_group848_java_corners",)
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 #: the order xdist hands groups out in (Makefile: --no-loadscope-reorder), longest first: each
 #: worker gets two at the start, then one more whenever it runs short (seconds measured in a
-#: whole-suite run on a 2-core machine, 2026-11-28, plus the modules added since, in the comments)
+#: whole-suite run on a 2-core machine, 2026-11-28 07:00, in the comments)
 _FIRST = (
-    "apache-spark",  # 577
-    "apache-cluster",  # 564 (414 + test_leader_discovery's 150)
-    "apache-interop",  # 475 (375 + test_rebootstrap, test_topic_ids)
-    "apache",  # 446
-    "tansu-b",  # 414
-    "apache-groups",  # 377
-    "tansu",  # 332
-    "apache-share-java",  # 307
-    "noida-spark",  # 252 (206 + test_docs_spark)
-    "apache-b",  # 230
-    "noida",  # 187
-    "noida-b",  # 160
-    "apache-848-java",  # 156
-    "no-broker",  # 102
-    "tansu-spark",  # 56
-    "apache-gssapi",  # 5
+    "apache-spark",  # 726
+    "apache-interop",  # 564
+    "apache",  # 551
+    "apache-cluster",  # 540
+    "tansu-b",  # 492
+    "apache-groups",  # 406
+    "tansu",  # 400
+    "apache-share-java",  # 350
+    "noida-spark",  # 268
+    "apache-b",  # 246
+    "noida",  # 209
+    "noida-b",  # 204
+    "tansu-spark",  # 155
+    "no-broker",  # 133
+    "apache-848-java",  # 91
+    "apache-gssapi",  # 2
 )
 
 
