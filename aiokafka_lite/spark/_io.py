@@ -17,6 +17,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer
+from aiokafka_lite.consumer.arrow import read_schema
 from aiokafka_lite.producer import AIOKafkaProducer
 from aiokafka_lite.spark._offsets import OffsetRange, client_kwargs, report_data_loss
 from aiokafka_lite.spark._options import KafkaOptions
@@ -54,19 +55,9 @@ def read_schema_ddl(include_headers: bool) -> str:
 
 
 def arrow_read_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema of the batches :func:`read_range` yields."""
-    fields = [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(("headers", HEADERS_TYPE))
-    return pa.schema(fields)
+    """The Arrow schema of the batches :func:`read_range` yields: the consumer's
+    ``getmany_arrow()`` schema (one definition of Spark's Kafka columns)."""
+    return read_schema(include_headers)
 
 
 class _Columns:
