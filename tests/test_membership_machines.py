@@ -277,17 +277,17 @@ def test_consumer_poll_timeout_and_static_leave() -> None:
     machine = consumer_member(instance_id="i-1")
     machine.heartbeat(["a"], None)
     machine.answered(consumer_answer(3, {T1: [0]}))
-    assert machine.poll_timed_out() == [Revoke(None, lost=True)]
+    lost, leave = machine.leave(poll_timeout=True)
+    assert lost == Revoke(None, lost=True) and machine.heartbeating is False
     assert machine.polled() is False  # the partitions are not given up yet
-    leave = machine.leave()
-    assert leave is not None and leave.request.member_epoch == -2  # static: the broker waits
-    machine.left()
+    assert isinstance(leave, Leave) and leave.request.member_epoch == -2  # static: broker waits
+    assert machine.left() == []
     machine.gave_up()
     assert machine.state is ConsumerState.UNSUBSCRIBED  # stale: joins on the next poll
     assert machine.polled() is True and machine.join() is True
-    assert machine.state is ConsumerState.JOINING and machine.leave() is not None
+    assert machine.state is ConsumerState.JOINING and machine.leave() != []
     machine.left()
-    assert machine.leave() is None  # out of the group: nothing to send
+    assert machine.leave() == []  # out of the group: nothing to send
 
 
 def test_consumer_transition_table_refuses_the_rest() -> None:

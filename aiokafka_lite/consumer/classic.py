@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
-from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops.membership import (
     heartbeat_request,
     join_group_request,
@@ -34,7 +32,7 @@ from .assignors import (
 )
 
 if TYPE_CHECKING:
-    from .group import Coordinator
+    from .group import ClassicCoordinator as Coordinator
 
 __all__ = [
     "heartbeat_loop",
@@ -46,12 +44,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("aiokafka_lite.consumer.group")
-
-#: the generation the heartbeat or OffsetCommit being answered was sent with (a late answer to
-#: an older generation's request says nothing about the current one)
-SENT_GENERATION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "aiokafka_lite_sent_generation", default=None
-)
 
 #: the coordinator connection JoinGroup and SyncGroup go on: the broker holds a JoinGroup until
 #: every member has joined (up to a heartbeat interval and more), and it handles one request
@@ -112,7 +104,7 @@ async def join(m: Coordinator, topics: frozenset[str]) -> Any:
         if code == Errors.UnknownMemberIdError.errno:
             m.member_id = ""
             if m.cooperative and m._subs.assignment:
-                m._membership_lost(code)  # give the partitions up, then join anew
+                m.membership_lost(code)  # give the partitions up, then join anew
                 return None
             continue
         if (
@@ -147,7 +139,7 @@ async def sync(m: Coordinator, joined: Any) -> ConsumerProtocolMemberAssignment 
     if code == Errors.UnknownMemberIdError.errno:
         m.member_id = ""
     if m.cooperative and code in GENERATION_LOST:
-        m._membership_lost(code)
+        m.membership_lost(code)
     if retry_action(code) is RetryAction.REJOIN or m._coordinator_error(code):
         m._rejoin = True
         return None
@@ -227,7 +219,7 @@ async def heartbeat_loop(m: Coordinator) -> None:
     leave when the application stopped polling for ``max_poll_interval_ms``."""
     while not m._closed:
         await _heartbeat_due(m)
-        if not m.uses_group or m.generation < 0 or (m._rejoin and not m._revoking):
+        if not m.uses_group or m.generation < 0 or (m._rejoin and not m._reconcile.revoking):
             continue
         if time.monotonic() - m._last_poll > m._max_poll_interval:
             log.warning(
@@ -237,10 +229,8 @@ async def heartbeat_loop(m: Coordinator) -> None:
             )
             m._poll_expired = True
             revoked = set(m._subs.assignment)
-            if m._h_revoked and revoked:
-                emit(m._h_revoked, m.group_id, set(revoked))
-            if m._subs.listener is not None and revoked:
-                await m._revoke(revoked)  # still a member: commits there work
+            if revoked:
+                await m._reconcile.revoked(revoked)  # still a member: commits there work
             m._subs.revoke_to(())
             await m._leave_group("max_poll_interval_ms exceeded")
             continue
@@ -269,11 +259,7 @@ async def heartbeat_loop(m: Coordinator) -> None:
             )
             m._rejoin = True
         elif retry_action(code) is RetryAction.REJOIN:
-            token = SENT_GENERATION.set(sent_generation)
-            try:
-                m._membership_lost(code)
-            finally:
-                SENT_GENERATION.reset(token)
+            m.membership_lost(code, sent_generation)
         elif m._coordinator_error(code):
             pass
         else:

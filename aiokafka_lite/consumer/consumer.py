@@ -31,7 +31,7 @@ from aiokafka_lite.structs import SubscriptionPattern, TopicPartition
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
-from .group import Coordinator
+from .group import ClassicCoordinator, Coordinator
 from .group848 import ConsumerGroupMember, group_protocol_args
 from .poll import PollMixin
 from .positions import PositionsMixin
@@ -154,6 +154,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             heartbeat_interval_ms=heartbeat_interval_ms,
             partition_assignment_strategy=partition_assignment_strategy,
         )
+        if group_id is None:  # no group, no membership protocol: every partition is assigned
+            coordinator_class, group_args = ClassicCoordinator, {}
         self._metrics = ClientMetrics()
         info = ClientInfo.of("consumer", client_id, group_id, bootstrap_servers)
         self._hooks = HookSet(

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.errors import RetryAction, retry_action
-from aiokafka_lite.hooks import HookSet, emit
+from aiokafka_lite.hooks import HookSet
 from aiokafka_lite.ops._exec import find_coordinator
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -41,30 +40,20 @@ from .assignors import (
     ConsumerProtocolMemberAssignment,
     rebalance_protocol,
 )
-from .offsets import OffsetsMixin
+from .member import Coordinator, Reconciler
+from .offsets import GroupOffsets
 from .subscription import SubscriptionState
 
-__all__ = ["Coordinator"]
+__all__ = ["ClassicCoordinator", "Coordinator"]
 
 log = logging.getLogger(__name__)
 
-_SENT_GENERATION = classic.SENT_GENERATION
 _GENERATION_LOST = classic.GENERATION_LOST
 
 
-async def _call_listener(fn: Any, partitions: set[TopicPartition]) -> None:
-    try:
-        res = fn(partitions)
-        if inspect.isawaitable(res):
-            await res
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("rebalance listener %r failed", fn)
-
-
-class Coordinator(OffsetsMixin):
-    """Group membership + commits + position initialisation for one consumer."""
+class ClassicCoordinator:
+    """Classic group membership for one consumer; commits and position initialisation are its
+    :class:`~.offsets.GroupOffsets`, the listener calls its :class:`~.member.Reconciler`."""
 
     def __init__(
         self,
@@ -106,10 +95,26 @@ class Coordinator(OffsetsMixin):
         self._max_poll_interval = max_poll_interval_ms / 1000
         self._backoff = retry_backoff_ms / 1000
         self._request_timeout_ms = request_timeout_ms
-        self._auto_commit = enable_auto_commit and group_id is not None
-        self._auto_commit_interval = auto_commit_interval_ms / 1000
         self._exclude_internal = exclude_internal_topics
-        self._require_stable = isolation_level == "read_committed"
+        #: commits, committed offsets, auto commit (a component shared with KIP-848)
+        self.offsets = GroupOffsets(
+            client,
+            subscriptions,
+            self,
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            isolation_level=isolation_level,
+            on_commit=hooks.on_commit if hooks is not None else (),
+        )
+        self._auto_commit = self.offsets.auto_commit
+        #: the listener calls and revoke steps (a component shared with KIP-848)
+        self._reconcile = Reconciler(
+            subscriptions, group_id, hooks, self._commit_positions, self._auto_commit
+        )
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
@@ -124,14 +129,10 @@ class Coordinator(OffsetsMixin):
         self._group_topics: frozenset[str] = frozenset()
         self._last_poll = time.monotonic()
         self._poll_expired = False
-        self._last_committed: dict[TopicPartition, int] = {}
-        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
-        self._outside_group = False
-        self._revoking = False  # the revoke listener runs: keep heartbeating
         self._joining = False  # a JoinGroup is on its way (classic.join)
         #: set by each JoinGroup answer: the heartbeat interval starts again (classic.py)
         self._heartbeat_phase = asyncio.Event()
@@ -140,9 +141,6 @@ class Coordinator(OffsetsMixin):
         self.assigned_once = asyncio.Event()
         self._revoke_announced = False  # on_partitions_revoked ran for the pending rebalance
         self.rebalances = 0
-        self._h_commit = hooks.on_commit if hooks is not None else ()
-        self._h_revoked = hooks.on_partitions_revoked if hooks is not None else ()
-        self._h_assigned = hooks.on_partitions_assigned if hooks is not None else ()
         subscriptions.add_waker(self._wake.set)
         client.cluster.add_listener(self._on_metadata)
 
@@ -157,7 +155,7 @@ class Coordinator(OffsetsMixin):
 
     @property
     def _auto_commit_interval_ms(self) -> int:
-        return round(self._auto_commit_interval * 1000)
+        return round(self.offsets.auto_commit_interval * 1000)
 
     @property
     def _exclude_internal_topics(self) -> bool:
@@ -210,7 +208,7 @@ class Coordinator(OffsetsMixin):
             t.cancel()
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
             await asyncio.wait(tasks, timeout=min(5.0, self._request_timeout_ms / 1000))
-        if self._auto_commit and self.group_id is not None:
+        if self._auto_commit:
             try:
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
             except (Errors.KafkaError, asyncio.TimeoutError) as exc:
@@ -234,14 +232,10 @@ class Coordinator(OffsetsMixin):
         every commit."""
         if not self._closed:
             raise Errors.IllegalStateError("commit_through() is for a closed coordinator")
-        closed_client, self._client = self._client, client
         self.coordinator_id = None
-        self._outside_group = True
         try:
-            await self.commit_offsets(self._subs.assignment, offsets)
+            await self.offsets.commit_through(client, offsets)
         finally:
-            self._outside_group = False
-            self._client = closed_client
             self.coordinator_id = None
 
     def poll(self) -> None:
@@ -299,9 +293,7 @@ class Coordinator(OffsetsMixin):
             if self.uses_group and self._needs_rejoin():
                 await asyncio.sleep(0)  # a failed join/sync already backed off: go again
                 continue
-            timeout = 1.0
-            if self._auto_commit and self._subs.assignment:
-                timeout = max(0.0, min(timeout, self._next_auto_commit - time.monotonic()))
+            timeout = self.offsets.until_auto_commit(1.0)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
@@ -318,8 +310,7 @@ class Coordinator(OffsetsMixin):
             self._rejoin = True
         if subs.missing_positions():
             await self._init_positions()
-        if self._auto_commit and time.monotonic() >= self._next_auto_commit:
-            self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        if self.offsets.auto_commit_due():
             try:
                 await self._commit_positions()
             except Errors.CommitFailedError as exc:
@@ -404,7 +395,17 @@ class Coordinator(OffsetsMixin):
             return True
         return False
 
-    def _membership_lost(self, code: int) -> bool | None:
+    # -- what GroupOffsets reads (offsets.Membership) --------------------------------------
+    @property
+    def rebalancing(self) -> bool:
+        """A rejoin is due or under way."""
+        return self._rejoin
+
+    def fetch_member(self) -> tuple[str | None, int]:
+        """Classic OffsetFetch carries no member."""
+        return None, -1
+
+    def membership_lost(self, code: int, sent_generation: int | None = None) -> bool | None:
         """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
         with a new member id).  A cooperative member whose generation is gone (the latter two)
         loses its partitions before it rejoins; not when the answer is to a request of an
@@ -412,7 +413,6 @@ class Coordinator(OffsetsMixin):
         ILLEGAL_GENERATION while its JoinGroup is out (the join's answer brings the new
         generation; see DESIGN.md).  False when the partitions stay (REBALANCE_IN_PROGRESS and
         those two): a refused commit then raises RebalanceInProgressError, as Java."""
-        sent_generation = _SENT_GENERATION.get()
         if self.cooperative and sent_generation is not None and sent_generation != self.generation:
             log.debug(
                 "group %s: %s answered a request of generation %s; ignored",
@@ -481,36 +481,26 @@ class Coordinator(OffsetsMixin):
                 # only what moved stops; then a follow-up rebalance hands it to its new owner
                 await self._revoke_paused(revoked)
                 self._rejoin = True
-            kept = self._last_committed
-            self._last_committed = {tp: o for tp, o in kept.items() if tp in tps}
+            self.offsets.keep_only(tps)
         else:
-            self._last_committed = {}
+            self.offsets.keep_only(())
         subs.assign_from_subscription(tps)
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(tps))
-        if self._h_assigned:
-            emit(self._h_assigned, self.group_id, set(added))
-        if subs.listener is not None:
-            await _call_listener(subs.listener.on_partitions_assigned, set(added))
+        await self._reconcile.assigned(set(added))
         self.assigned_once.set()
 
     async def _prepare_eager_join(self) -> None:
         subs = self._subs
         # revoke everything (eager protocol): commit first so the next owner starts right
-        if subs.assignment and self._auto_commit:
-            try:
-                await self._commit_positions()
-            except Errors.KafkaError as exc:
-                log.warning("commit before rebalance failed: %r", exc)
+        if subs.assignment:
+            await self._reconcile.commit_before("rebalance")
         revoked = set(subs.assignment)
         # also with nothing to revoke (first join), as aiokafka; once per rebalance, not per
         # retried JoinGroup. The assignment, positions and heartbeats stay alive through the
         # callback, so commit() in it commits (the standard place to save progress).
         if revoked or not self._revoke_announced:
             self._revoke_announced = True
-            if self._h_revoked:
-                emit(self._h_revoked, self.group_id, set(revoked))
-            if subs.listener is not None:
-                await self._revoke(revoked)
+            await self._reconcile.revoked(revoked)
         if revoked:
             subs.revoke_to(())
 
@@ -524,56 +514,41 @@ class Coordinator(OffsetsMixin):
             lost = set(subs.assignment)
             if lost:
                 log.info("group %s: generation lost with partitions %s", self.group_id, lost)
-                if self._h_revoked:
-                    emit(self._h_revoked, self.group_id, set(lost))
-                listener = subs.listener
-                if listener is not None:
-                    fn = getattr(listener, "on_partitions_lost", None)
-                    await self._revoke(lost, fn)
+                await self._reconcile.lost(lost)
                 subs.revoke_to(())
             return
-        if subs.assignment and self._auto_commit and self.generation >= 0:
-            try:
-                await self._commit_positions()
-            except Errors.KafkaError as exc:
-                log.warning("commit before rebalance failed: %r", exc)
+        if subs.assignment and self.generation >= 0:
+            await self._reconcile.commit_before("rebalance")
         gone = {tp for tp in subs.assignment if tp.topic not in subs.topics}
         if gone:
             await self._revoke_paused(gone)
             subs.revoke_to(set(subs.assignment) - gone)
 
     async def _revoke_paused(self, revoked: set[TopicPartition]) -> None:
-        """Stop fetching ``revoked`` (paused: nothing more is handed out), commit (auto commit)
-        and call ``on_partitions_revoked`` with them; the other partitions keep going. The
-        revoke steps every incremental protocol shares (cooperative, and KIP-848's
-        ``ConsumerGroupMember._rebalance``), in Java's order."""
-        subs = self._subs
-        for tp in revoked:
-            subs.assignment[tp].paused = True
-        subs.changed()
-        if self._auto_commit:
-            try:
-                await self._commit_positions()
-            except Errors.KafkaError as exc:
-                log.warning("commit before revoking %s failed: %r", sorted(revoked), exc)
-        if self._h_revoked:
-            emit(self._h_revoked, self.group_id, set(revoked))
-        if subs.listener is not None:
-            await self._revoke(revoked)
+        await self._reconcile.revoke_paused(revoked)
 
-    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        token = _SENT_GENERATION.set(self.generation)
-        try:
-            await super()._commit(offsets)
-        finally:
-            _SENT_GENERATION.reset(token)
+    # -- commits (GroupOffsets) ------------------------------------------------------------
+    async def _commit_positions(self) -> None:
+        await self.offsets.commit_positions()
 
-    async def _revoke(self, revoked: set[TopicPartition], fn: Any = None) -> None:
-        self._revoking = True
-        try:
-            await _call_listener(fn or self._subs.listener.on_partitions_revoked, revoked)
-        finally:
-            self._revoking = False
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """OffsetCommit (GroupOffsets.commit)."""
+        await self.offsets.commit(offsets)
+
+    async def commit_offsets(
+        self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """aiokafka's name and signature for :meth:`commit` (ddtrace patches it)."""
+        await self.commit(offsets)
+
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """OffsetFetch: the committed offset of each partition (None when there is none)."""
+        return await self.offsets.committed(partitions)
+
+    async def _init_positions(self) -> None:
+        await self.offsets.init_positions()
 
     def _subscription(self, assignor: Any, topics: frozenset[str]) -> bytes:
         return classic.subscription(self, assignor, topics)
@@ -596,5 +571,3 @@ class Coordinator(OffsetsMixin):
     def _after_unexpected(self) -> None:
         """The heartbeat or main task failed unexpectedly (``_supervise``); it goes on after
         its back-off. Classic: nothing to forget (a Heartbeat carries no state)."""
-
-    # -- commits ---------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """Offset commits and committed-offset lookups of a consumer group (OffsetCommit /
-OffsetFetch), and the initial position of newly assigned partitions.
+OffsetFetch), the automatic commit of positions, and the initial position of newly assigned
+partitions.
 
-:class:`OffsetsMixin` is part of :class:`~aiokafka_lite.consumer.group.Coordinator`; it uses
-the coordinator's connection (``_send``), membership (``generation``, ``member_id``) and
-subscription state.
+:class:`GroupOffsets` is a component both group drivers USE (the classic
+:class:`~aiokafka_lite.consumer.group.ClassicCoordinator` and the KIP-848
+:class:`~aiokafka_lite.consumer.group848.ConsumerGroupMember`): it reads the member's identity
+and decides nothing about membership itself, it asks its driver through the small
+:class:`Membership` protocol (``membership_lost``: what a membership error means).
 
 Both run through the executor's :func:`~aiokafka_lite.ops._exec.coordinator_call` (the client's
 coordinator cache, one request_timeout_ms budget on the loop clock), with a hook for the errors
@@ -14,11 +17,10 @@ subclass RebalanceInProgressError: the partitions have not moved, Java's rule).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
@@ -35,7 +37,7 @@ from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
 from .subscription import SubscriptionState
 
-__all__ = ["OffsetsMixin"]
+__all__ = ["GroupOffsets", "Membership"]
 
 log = logging.getLogger(__name__)
 
@@ -57,47 +59,104 @@ def _commit_timed_out(what: str) -> Callable[[BaseException | None, bool], BaseE
     return expired
 
 
-class OffsetsMixin:
-    """Commits and committed offsets (mixed into the group coordinator)."""
-
-    group_id: str | None
-    group_instance_id: str | None
-    member_id: str
-    generation: int
-    _subs: SubscriptionState
-    _rejoin: bool
-    _wake: asyncio.Event
-    _backoff: float
-    _request_timeout_ms: int
-    _require_stable: bool
-    #: set while commit_through() commits for a stopped consumer, from outside the group
-    _outside_group: bool
-    _last_committed: dict[TopicPartition, int]
-    _h_commit: tuple[Callable[..., Any], ...]
-    _client: Any
+class Membership(Protocol):
+    """What :class:`GroupOffsets` reads of its group driver."""
 
     @property
-    def uses_group(self) -> bool:  # pragma: no cover - overridden by the coordinator
-        """True when partitions come from group membership."""
-        raise NotImplementedError
+    def member_id(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def uses_group(self) -> bool: ...
+    @property
+    def rebalancing(self) -> bool:
+        """A rebalance is under way (a commit without partitions: RebalanceInProgressError)."""
 
-    def _membership_lost(self, code: int) -> bool | None:  # pragma: no cover
-        """Act on a membership error; False when the partitions stay the member's."""
-        raise NotImplementedError
+    def membership_lost(self, code: int, sent_generation: int) -> bool | None:
+        """A commit of ``sent_generation`` answered the membership error ``code``; False when
+        the partitions stay the member's (the commit raises RebalanceInProgressError)."""
 
-    def _fetch_member(self) -> tuple[str | None, int]:
-        """The member id and epoch an OffsetFetch carries (KIP-848 members; classic: none)."""
-        return None, -1
+    def fetch_member(self) -> tuple[str | None, int]:
+        """The member id and epoch an OffsetFetch carries (KIP-848; classic: None, -1)."""
+
+
+class GroupOffsets:
+    """Commits, committed offsets and auto commit of one group member (a component)."""
+
+    def __init__(
+        self,
+        client: Any,
+        subscriptions: SubscriptionState,
+        member: Membership,
+        *,
+        group_id: str | None,
+        group_instance_id: str | None,
+        retry_backoff_ms: int,
+        request_timeout_ms: int,
+        enable_auto_commit: bool,
+        auto_commit_interval_ms: int,
+        isolation_level: str,
+        on_commit: tuple[Callable[..., Any], ...] = (),
+    ) -> None:
+        self._client = client
+        self._subs = subscriptions
+        self._member = member
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self._backoff = retry_backoff_ms / 1000
+        self._request_timeout_ms = request_timeout_ms
+        self._require_stable = isolation_level == "read_committed"
+        #: enable_auto_commit with a group
+        self.auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self.next_auto_commit = time.monotonic() + self.auto_commit_interval
+        #: the offset last committed (or fetched) per partition: auto commit skips those
+        self.last_committed: dict[TopicPartition, int] = {}
+        #: set while commit_through() commits for a stopped consumer, from outside the group
+        self.outside_group = False
+        self._h_commit = on_commit
+
+    def keep_only(self, partitions: Iterable[TopicPartition]) -> None:
+        """Forget the committed offsets of partitions no longer owned."""
+        keep = set(partitions)
+        self.last_committed = {tp: o for tp, o in self.last_committed.items() if tp in keep}
+
+    def auto_commit_due(self) -> bool:
+        """True (and the next one scheduled) when the automatic commit is due now."""
+        if not self.auto_commit or time.monotonic() < self.next_auto_commit:
+            return False
+        self.next_auto_commit = time.monotonic() + self.auto_commit_interval
+        return True
+
+    def until_auto_commit(self, cap: float) -> float:
+        """Seconds until the next automatic commit (at most ``cap``)."""
+        if not self.auto_commit or not self._subs.assignment:
+            return cap
+        return max(0.0, min(cap, self.next_auto_commit - time.monotonic()))
+
+    async def commit_through(
+        self, client: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Commit ``offsets`` through another ``client`` from outside the group (the consumer
+        stopped: generation -1, no member id, as aiokafka's commit after stop())."""
+        own, self._client = self._client, client
+        self.outside_group = True
+        try:
+            await self.commit_offsets(self._subs.assignment, offsets)
+        finally:
+            self.outside_group = False
+            self._client = own
 
     def _check_group(self) -> None:
         if self.group_id is None:
             raise Errors.IllegalOperation("commit/committed need a group_id")
 
-    async def _commit_positions(self) -> None:
+    async def commit_positions(self) -> None:
+        """Commit every position not committed yet (auto commit)."""
         offsets = {
             tp: OffsetAndMetadata(st.position, "")
             for tp, st in self._subs.assignment.items()
-            if st.position is not None and self._last_committed.get(tp) != st.position
+            if st.position is not None and self.last_committed.get(tp) != st.position
         }
         if offsets:
             await self.commit_offsets(self._subs.assignment, offsets)
@@ -123,13 +182,15 @@ class OffsetsMixin:
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         # a stopped consumer's member has left (commit_through): the commit goes out as
         # aiokafka's does then, generation -1 and no member id, and the broker decides
-        group_managed = self.uses_group and not self._outside_group
-        if group_managed and self.generation < 0:
+        member = self._member
+        group_managed = member.uses_group and not self.outside_group
+        generation = member.generation
+        if group_managed and generation < 0:
             raise Errors.CommitFailedError(
                 "Commit cannot be completed: the consumer is not part of an active group "
                 "generation (it left, was removed or max_poll_interval_ms was exceeded)"
             )
-        if group_managed and self._rejoin and not self._subs.assignment:
+        if group_managed and member.rebalancing and not self._subs.assignment:
             # Java's rule: no stable generation while a rebalance is going on is not a lost
             # membership (RebalanceInProgressException): poll, then commit again
             raise Errors.RebalanceInProgressError(
@@ -139,8 +200,8 @@ class OffsetsMixin:
         request = offset_commit_request(
             self.group_id,  # type: ignore[arg-type]  # checked by _check_group
             offsets,
-            generation=self.generation if group_managed else -1,
-            member_id=self.member_id if group_managed else "",
+            generation=generation if group_managed else -1,
+            member_id=member.member_id if group_managed else "",
             group_instance_id=self.group_instance_id if group_managed else None,
         )
         failed: list[TopicPartition] = []
@@ -152,7 +213,7 @@ class OffsetsMixin:
             for tp, code in parse_offset_commit(resp).items():
                 if code == 0:
                     om = offsets[tp]
-                    self._last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
+                    self.last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
                     continue
                 action = self._commit_action(code)
                 if action.retriable:
@@ -165,7 +226,7 @@ class OffsetsMixin:
 
         def failure(code: int) -> BaseException:
             if retry_action(code) is RetryAction.REJOIN:
-                if self._membership_lost(code) is False:
+                if member.membership_lost(code, generation) is False:
                     # REBALANCE_IN_PROGRESS, or a generation that moved on while this member
                     # rejoins: the partitions stay (Java: the retriable
                     # RebalanceInProgressException); a CommitFailedError subclass
@@ -219,7 +280,7 @@ class OffsetsMixin:
         self._check_group()
         tps = list(partitions)
         group_id: str = self.group_id  # type: ignore[assignment]  # checked by _check_group
-        member_id, member_epoch = self._fetch_member()
+        member_id, member_epoch = self._member.fetch_member()
         request = offset_fetch_request(
             group_id, tps, self._require_stable, member_id=member_id, member_epoch=member_epoch
         )
@@ -259,14 +320,16 @@ class OffsetsMixin:
         return out
 
     # -- positions ---------------------------------------------------------------------
-    async def _init_positions(self) -> None:
+    async def init_positions(self, committed_of: Any = None) -> None:
+        """Set the position of every assigned partition without one: its committed offset
+        (``committed_of(partitions)``, default :meth:`committed`), else the reset policy."""
         subs = self._subs
         missing = [tp for tp in subs.missing_positions() if subs.assignment[tp].error is None]
         if not missing:
             return
         committed: Mapping[TopicPartition, OffsetAndMetadata | None] = {}
         if self.group_id is not None:
-            committed = await self.committed(missing)
+            committed = await (committed_of or self.committed)(missing)
         for tp in missing:
             st = subs.assignment.get(tp)
             if st is None or st.position is not None or st.reset is not None:
@@ -274,7 +337,7 @@ class OffsetsMixin:
             om = committed.get(tp)
             if om is not None:
                 st.position = om.offset
-                self._last_committed[tp] = om.offset
+                self.last_committed[tp] = om.offset
             elif subs.default_reset is None:
                 subs.set_error(
                     st,

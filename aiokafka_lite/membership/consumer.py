@@ -5,8 +5,11 @@ assignment and hands every member its target, one member at a time. The machine 
 heartbeat (the full state when joining or after any error, else only the fields that changed,
 as the Java client's ``HeartbeatState``), reads each answer (epoch, interval, a new target) and
 each refusal (classified by :func:`~aiokafka_lite.errors.retry_action`), and knows the member's
-state; the reconciliation (naming topic ids, pause, commit, listener calls) and every send,
-wait and timer are its host's.
+state. The member shell (:mod:`.shell`) sends, waits and times it; the reconciliation (naming
+topic ids, pause, commit, listener calls) is the consumer's driver's
+(``consumer.group848.ConsumerGroupMember``), which reports each step back
+(:meth:`ConsumerMachine.reconciling`, :meth:`~ConsumerMachine.owns`,
+:meth:`~ConsumerMachine.gave_up`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.errors import RetryAction
+from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.ops.membership import consumer_group_heartbeat_request
 
 from .machine import Action, Assign, Fatal, Leave, Machine, Rejoin, Revoke, Send
@@ -117,8 +120,42 @@ class ConsumerMachine(Machine[ConsumerState]):
         self.lost_pending = False
         #: no poll for max_poll_interval_ms: out of the group until the next poll
         self.stale = False
+        #: the subscription: topic names (a client-side pattern's matches), or a broker-side
+        #: regex; ``subscribed`` False: the member is not in the group's business
+        self.topics: frozenset[str] = frozenset()
+        self.regex: str | None = None
+        self.subscribed = False
+
+    # -- what the shell reads ---------------------------------------------------------------
+
+    @property
+    def heartbeating(self) -> bool:
+        """Subscribed, and no lost partitions to give up first, and polled in time."""
+        return self.subscribed and not self.lost_pending and not self.stale
+
+    @property
+    def subscription_unsent(self) -> bool:
+        """The subscription changed since the last heartbeat."""
+        sent = self.sent
+        return sent is not None and (sent["names"], sent["regex"]) != self._subscription()
+
+    def _subscription(self) -> tuple[tuple[str, ...], str | None]:
+        names = () if self.regex is not None else tuple(sorted(self.topics))
+        return names, self.regex
+
+    def resync(self) -> None:
+        """The next heartbeat carries the full state (as after any error)."""
+        self.sent = None
 
     # -- events -----------------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | None, regex: str | None = None) -> list[Action]:
+        """The subscription: ``topics`` (names), or a broker-side ``regex``; ``topics`` None
+        and no regex: unsubscribed (the shell then leaves)."""
+        self.topics = frozenset(topics or ())
+        self.regex = regex
+        self.subscribed = topics is not None or regex is not None
+        return []
 
     def join(self) -> bool:
         """Heartbeating (re)starts: out of the group, the member joins with epoch 0, owning
@@ -149,14 +186,16 @@ class ConsumerMachine(Machine[ConsumerState]):
 
     # -- the heartbeat ------------------------------------------------------------------------
 
-    def heartbeat(self, names: Iterable[str], regex: str | None) -> Send:
+    def heartbeat(self, names: Iterable[str] | None = None, regex: str | None = None) -> Send:
         """The next heartbeat: everything when joining / after an error, else what changed.
         ``names``: the subscribed topics (a str pattern matched by the client); ``regex``: a
-        broker-side pattern (then no names are sent)."""
+        broker-side pattern (then no names are sent); both None: the subscription's."""
+        if names is None and regex is None:
+            names, regex = self.topics, self.regex
         full = self.sent is None or self.epoch == 0
         sent: dict[str, Any] = {} if full else dict(self.sent or {})
         now: dict[str, Any] = {
-            "names": () if regex is not None else tuple(sorted(names)),
+            "names": () if regex is not None else tuple(sorted(names or ())),
             "regex": regex,
             "owned": self.owned,
             "assignor": self.server_assignor,
@@ -198,27 +237,25 @@ class ConsumerMachine(Machine[ConsumerState]):
 
     def refused(self, code: int, message: str, action: RetryAction) -> list[Action]:
         """A heartbeat answered with error ``code`` (``action``: its ``retry_action`` as sent
-        to a coordinator). REJOIN (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): fenced; retriable:
-        nothing (the host backs off; the next heartbeat carries the full state); anything else
-        is fatal (UNSUPPORTED_VERSION in the Java client's words)."""
-        self.sent = None
-        if action is RetryAction.REJOIN:
-            return self.fence(f"{Errors.for_code(code).__name__} {message}")
-        if code == Errors.UnsupportedVersionError.errno:
-            return self.fail(Errors.UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED))
-        if action.retriable:
-            return []
-        return self.fail(
-            Errors.for_code(code)(f"ConsumerGroupHeartbeat of group {self.group_id!r}: {message}")
-        )
+        to a coordinator): :meth:`failed` with the code's error."""
+        exc = Errors.for_code(code)(f"ConsumerGroupHeartbeat of group {self.group_id!r}: {message}")
+        return self.failed(exc, action)
 
-    def failed(self, exc: Errors.KafkaError) -> list[Action]:
-        """The heartbeat was not answered (``exc``): the next one carries the full state; a
-        broker without ConsumerGroupHeartbeat is fatal."""
+    def failed(self, exc: Errors.KafkaError, action: RetryAction | None = None) -> list[Action]:
+        """The heartbeat failed with ``exc`` (``action``: its ``retry_action`` as sent to a
+        coordinator). REJOIN (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): fenced; retriable:
+        nothing (the shell backs off; the next heartbeat carries the full state); anything else
+        is fatal (a broker without ConsumerGroupHeartbeat in the Java client's words)."""
+        self.sent = None
         if isinstance(exc, Errors.UnsupportedVersionError):
             return self.fail(Errors.UnsupportedVersionError(CONSUMER_PROTOCOL_NOT_SUPPORTED))
-        self.sent = None
-        return []
+        if action is None:
+            action = retry_action(exc, coordinator=True)
+        if action is RetryAction.REJOIN:
+            return self.fence(f"{type(exc).__name__} {exc}")
+        if action.retriable:
+            return []
+        return self.fail(exc)
 
     def fence(self, why: str) -> list[Action]:
         """Fenced: epoch 0, no target; the partitions are lost (given up before joining)."""
@@ -261,11 +298,13 @@ class ConsumerMachine(Machine[ConsumerState]):
 
     # -- leaving --------------------------------------------------------------------------------
 
-    def leave(self) -> Leave | None:
+    def leave(self, *, poll_timeout: bool = False) -> list[Action]:
         """The leave heartbeat: epoch -1 (a static member: -2, the broker keeps its assignment
-        for its return); None when not in the group."""
+        for its return); nothing to send when not in the group. ``poll_timeout``: for lack of
+        polls (the partitions are lost first: :meth:`poll_timed_out`)."""
+        lost = self.poll_timed_out() if poll_timeout else []
         if self.epoch < 0:
-            return None
+            return lost
         epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
         self._to(ConsumerState.LEAVING)
         request = consumer_group_heartbeat_request(
@@ -274,9 +313,9 @@ class ConsumerMachine(Machine[ConsumerState]):
             member_epoch=epoch,
             instance_id=self.instance_id,
         )
-        return Leave(request, "ConsumerGroupHeartbeat (leave)")
+        return [*lost, Leave(request, "ConsumerGroupHeartbeat (leave)")]
 
-    def left(self) -> None:
+    def left(self) -> list[Action]:
         """The leave was sent (answered or not)."""
         self.epoch = -1
         self.target = None
@@ -284,5 +323,6 @@ class ConsumerMachine(Machine[ConsumerState]):
         self.owned = {}
         self.sent = None
         self._to(ConsumerState.UNSUBSCRIBED)
+        return []
 
     why = ""

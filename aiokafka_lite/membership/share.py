@@ -82,6 +82,15 @@ class ShareMachine(Machine[ShareState]):
         return [] if self.topics else self._drop()
 
     @property
+    def subscribed(self) -> bool:
+        """Some topics are subscribed."""
+        return bool(self.topics)
+
+    def resync(self) -> None:
+        """The next heartbeat carries the subscription again."""
+        self.topics_sent = None
+
+    @property
     def heartbeating(self) -> bool:
         """True while the member heartbeats (joining or in the group)."""
         return self.state in (ShareState.UNJOINED, ShareState.STABLE)

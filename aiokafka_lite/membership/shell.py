@@ -1,7 +1,7 @@
 """The member shell: the one place where group membership does I/O and keeps time.
 
-It drives a sans-I/O machine (:mod:`.share` today; DESIGN.md, "The membership engine", says
-which protocols are on it): it sends the machine's heartbeats to the group coordinator through
+It drives a sans-I/O heartbeat machine (:mod:`.share`, :mod:`.consumer`; DESIGN.md, "The
+membership engine", says which protocols are on it): it sends the machine's heartbeats to the group coordinator through
 ``ops._exec.coordinator_call`` (coordinator discovery: an unknown, dead or moving coordinator is
 looked up again), classifies a failure with :func:`~aiokafka_lite.errors.retry_action` (as sent
 to a coordinator) and hands it to the machine, carries out the actions it returns (assignment
@@ -9,9 +9,12 @@ changes, rejoin at once, a fatal error kept for the application, leaves within a
 ``ops.membership.send_leave``), keeps the heartbeat interval, the retry back-off and the max poll
 interval, and runs its loop under the component's :class:`~aiokafka_lite._supervise.Supervisor`.
 
-The loop runs only while the machine has something subscribed (a share heartbeat without
-topics is refused with INVALID_REQUEST): the first topics start it, an empty subscription stops
-it and leaves; subscribing again joins with epoch 0 (a leave still under way finishes first).
+The loop runs only while the machine is subscribed (a share heartbeat without topics is
+refused with INVALID_REQUEST): the first subscription starts it, an empty one stops it and
+leaves; subscribing again joins with epoch 0 (a leave still under way finishes first). What the
+host does with an assignment (naming topic ids, pause, commit, listener calls) is the host's:
+the shell tells it through ``on_assignment`` and ``on_fatal``, and the host tells the shell
+through :meth:`MemberShell.wake` when the machine may heartbeat again.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.ops.membership import send_leave
 from aiokafka_lite.structs import TopicPartition
 
-from .machine import Action, Assign, Fatal, Leave, Rejoin, Send
+from .machine import Action, Assign, Fatal, Leave, Rejoin, Revoke, Send
 
 __all__ = ["HeartbeatMachine", "MemberShell"]
 
@@ -40,29 +43,42 @@ _GROUP_KEY = 0  # FindCoordinator key type of a group
 
 
 class HeartbeatMachine(Protocol):
-    """What the shell needs of a heartbeat protocol's machine (share; KIP-848 next)."""
+    """What the shell needs of a heartbeat protocol's machine (share, KIP-848 consumer)."""
 
     group_id: str
     member_id: str
     epoch: int
     interval_s: float
     topics: frozenset[str]
-    assignment: dict[Any, frozenset[int]]
 
     @property
     def state(self) -> Any: ...
     @property
-    def heartbeating(self) -> bool: ...
+    def subscribed(self) -> bool:
+        """Something is subscribed: the loop runs (joining first)."""
+
+    @property
+    def heartbeating(self) -> bool:
+        """The member heartbeats now (else the loop waits for :meth:`MemberShell.wake`)."""
+
     @property
     def subscription_unsent(self) -> bool: ...
-    def subscribe(self, topics: Iterable[str]) -> list[Action]: ...
-    def join(self) -> None: ...
+    def join(self) -> Any:
+        """Heartbeating (re)starts: out of the group, join with epoch 0."""
+
+    def resync(self) -> None:
+        """The next heartbeat carries the full state (after an unexpected error)."""
+
     def polled(self) -> bool: ...
     def heartbeat(self) -> Send: ...
     def answered(self, resp: Any) -> list[Action]: ...
     def failed(self, exc: Errors.KafkaError, action: RetryAction) -> list[Action]: ...
     def leave(self, *, poll_timeout: bool = False) -> list[Action]: ...
     def left(self) -> list[Action]: ...
+
+
+class _Assigned(Protocol):
+    assignment: dict[Any, frozenset[int]]
 
 
 class MemberShell:
@@ -75,12 +91,14 @@ class MemberShell:
         supervisor: Supervisor,
         *,
         on_assignment: Callable[[], None] = lambda: None,
+        on_fatal: Callable[[], None] = lambda: None,
         max_poll_interval_ms: int = 300000,
         logger: logging.Logger = log,
     ) -> None:
         self._client = client
         self.machine = machine
         self._on_assignment = on_assignment
+        self._on_fatal = on_fatal
         self._log = logger
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -92,6 +110,8 @@ class MemberShell:
         self.error: BaseException | None = None
         #: set once the first answer (maybe with an empty assignment) or a fatal error came
         self.joined = asyncio.Event()
+        #: set by every heartbeat answered without error (cleared by who waits for the next)
+        self.answered = asyncio.Event()
         self._max_poll_s = max_poll_interval_ms / 1000
         self._last_poll = time.monotonic()
         #: the component's unexpected background errors (one rule: ``_supervise``)
@@ -116,15 +136,25 @@ class MemberShell:
         return self.machine.topics
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        """Change the subscription; the next heartbeat (sent now) carries it. Once started,
-        the first topics start the heartbeats (joining) and no topics leave the group."""
-        self._apply(self.machine.subscribe(topics))
+        """Change a share member's subscription (see :meth:`subscription_changed`)."""
+        machine: Any = self.machine
+        self._apply(machine.subscribe(topics))
+        self.subscription_changed()
+
+    def subscription_changed(self) -> None:
+        """The machine's subscription changed; the next heartbeat (sent now) carries it. Once
+        started, the first subscription starts the heartbeats (joining) and an empty one
+        leaves the group."""
         if self._active:
-            if self.machine.topics:
+            if self.machine.subscribed:
                 self._ensure_running()
             elif self._task is not None:
                 task, self._task = self._task, None
                 self._leaving = asyncio.ensure_future(self._leave_after(task))
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Heartbeat now (the host gave up lost partitions, or needs the current epoch)."""
         self._wake.set()
 
     def assignment(self) -> set[TopicPartition]:
@@ -134,7 +164,8 @@ class MemberShell:
         names = {cluster.topic_id(t): t for t in cluster.topics(exclude_internal_topics=False)}
         out: set[TopicPartition] = set()
         missing = False
-        for tid, parts in self.machine.assignment.items():
+        machine: _Assigned = self.machine  # type: ignore[assignment]  # a share machine
+        for tid, parts in machine.assignment.items():
             name = names.get(tid)
             if name is None:
                 missing = True
@@ -157,13 +188,15 @@ class MemberShell:
     def start(self) -> None:
         """Start heartbeating (joining first) as soon as something is subscribed."""
         self._active = True
-        if self.machine.topics:
+        if self.machine.subscribed:
             self._ensure_running()
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
             leaving = self._leaving
-            self._task = asyncio.ensure_future(self._guard.run(lambda: self._run(leaving)))
+            self._task = asyncio.ensure_future(
+                self._guard.run(lambda: self._run(leaving), self.machine.resync)
+            )
 
     async def _leave_after(self, task: asyncio.Task[None]) -> None:
         task.cancel()
@@ -176,11 +209,12 @@ class MemberShell:
         machine = self.machine
         machine.join()
         backoff = self._client.retry_backoff_ms / 1000
-        while True:
+        while machine.subscribed:  # unsubscribed: _leave_after() leaves
             if not machine.heartbeating:  # out of the group until the next poll
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            machine.join()
             if time.monotonic() - self._last_poll > self._max_poll_s and machine.epoch > 0:
                 self._log.warning(
                     "group %s: no poll for max_poll_interval_ms (%.0f s): leaving the group "
@@ -195,15 +229,7 @@ class MemberShell:
             pause = machine.interval_s
             send = machine.heartbeat()
             try:
-                resp = await coordinator_call(
-                    self._client,
-                    self.group_id,
-                    _GROUP_KEY,
-                    send.request,
-                    lambda r: int(r.error_code),
-                    timeout_ms=max(pause * 1000, self._client.timeouts.request_ms),
-                    what=send.what,
-                )
+                resp = await self._send(send, pause)
             except Errors.KafkaError as exc:
                 action = retry_action(exc, coordinator=True)
                 if action.retriable:
@@ -214,21 +240,54 @@ class MemberShell:
                 actions = machine.failed(exc, action)
             else:
                 actions = machine.answered(resp)
+                self.answered.set()
                 self._guard.ok()
             if self._apply(actions):
                 pause = 0
             if self.error is not None:
-                return
+                return  # fatal for good (share; a host that takes it in on_fatal goes on)
             if machine.epoch > 0:
                 self.joined.set()
             self._wake.clear()
             if machine.subscription_unsent:
                 continue  # the subscription changed while the heartbeat was out
             until_poll_timeout = self._last_poll + self._max_poll_s - time.monotonic()
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(0.0, min(pause, until_poll_timeout)))
-            except asyncio.TimeoutError:
-                pass
+            await self._wait_wake(max(0.0, min(pause, until_poll_timeout)))
+
+    async def _send(self, send: Send, interval_s: float) -> Any:
+        """One heartbeat at the coordinator (looked up again while unknown or moving); a
+        refusal raises the code's error, with the broker's message when it gave one."""
+        refusal: list[Any] = []
+
+        def error_of(resp: Any) -> int:
+            refusal[:] = [resp]
+            return int(resp.error_code)
+
+        def failure(code: int) -> BaseException:
+            message = getattr(refusal[0], "error_message", None) if refusal else None
+            if not message:
+                return Errors.for_code(code)(send.what)
+            return Errors.for_code(code)(f"{send.what} of group {self.group_id!r}: {message}")
+
+        return await coordinator_call(
+            self._client,
+            self.group_id,
+            _GROUP_KEY,
+            send.request,
+            error_of,
+            timeout_ms=max(interval_s * 1000, self._client.timeouts.request_ms),
+            what=send.what,
+            failure=failure,
+        )
+
+    async def _wait_wake(self, timeout: float) -> None:
+        """Until :meth:`wake` or ``timeout``; a cancellation always propagates (3.11's
+        ``wait_for`` returns instead when the wake-up came at the same moment)."""
+        waiter = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait([waiter], timeout=timeout)
+        finally:
+            waiter.cancel()
 
     def _apply(self, actions: Sequence[Action]) -> bool:
         """Carry out the machine's actions but leaves; True when one asks to heartbeat now."""
@@ -238,12 +297,15 @@ class MemberShell:
                 if action.from_broker:
                     self._client.request_update()  # new topic ids may need names
                 self._on_assignment()
+            elif isinstance(action, Revoke):  # the host gives them up, then wakes the shell
+                self._on_assignment()
             elif isinstance(action, Rejoin):
                 now = True
             elif isinstance(action, Fatal):
                 self._log.error("group %s: %r", self.group_id, action.exc)
                 self.error = action.exc
                 self.joined.set()
+                self._on_fatal()
             elif isinstance(
                 action, Leave
             ):  # pragma: no cover - the machines return it from leave()
