@@ -78,7 +78,8 @@ _ALIAS_MODULES: dict[str, dict[str, str]] = {
         "BatchBuilder": "aiokafka_lite.producer.batch:BatchBuilder"
     },
     "aiokafka.consumer.group_coordinator": {
-        "GroupCoordinator": "aiokafka_lite.consumer.group:Coordinator"
+        # every commit of either group protocol goes through its commit_offsets
+        "GroupCoordinator": "aiokafka_lite.consumer.offsets:GroupOffsets"
     },
     "aiokafka.consumer.subscription_state": {
         "SubscriptionState": "aiokafka_lite.consumer.subscription:SubscriptionState"

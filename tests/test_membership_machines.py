@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,11 +12,18 @@ import pytest
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.membership import (
+    COOPERATIVE_TRANSITIONS,
+    EAGER_TRANSITIONS,
     SHARE_TRANSITIONS,
     Assign,
+    ClassicMachine,
+    ClassicState,
+    CooperativeMachine,
+    EagerMachine,
     Fatal,
     Leave,
     Rejoin,
+    Retry,
     Revoke,
     ShareMachine,
     ShareState,
@@ -295,3 +303,140 @@ def test_consumer_transition_table_refuses_the_rest() -> None:
     machine = ConsumerMachine("g", "m")
     with pytest.raises(Errors.IllegalStateError, match="UNSUBSCRIBED cannot become RECONCILING"):
         machine.reconciling()
+
+
+# -- classic eager / cooperative (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ----------------
+
+
+def join_answer(
+    code: int = 0, generation: int = 1, member: str = "m-1", leader: str = "m-1"
+) -> Any:
+    """A JoinGroup answer (the fields the machine reads)."""
+    return SimpleNamespace(
+        error_code=code,
+        generation_id=generation,
+        member_id=member,
+        protocol_name="range",
+        leader=leader,
+    )
+
+
+def classic_member(machine: type[ClassicMachine], generation: int = 1) -> ClassicMachine:
+    """A member through JoinGroup and SyncGroup into ``generation``."""
+    member = machine("g")
+    member.join_request([("range", b"")], 10000, 10000)
+    assert member.join_answered(join_answer(generation=generation), False) == []
+    assert member.state is ClassicState.SYNCING and member.leader
+    assert member.sync_answered(0) == [Assign()]
+    assert (member.state, member.rejoin) == (ClassicState.STABLE, False)
+    return member
+
+
+@pytest.mark.parametrize("machine", [EagerMachine, CooperativeMachine])
+def test_classic_join_member_id_required_then_sync(machine: type[ClassicMachine]) -> None:
+    member = machine("g", instance_id=None)
+    assert member.rejoin and member.generation == -1
+    first = member.join_request([("range", b"x")], 10000, 20000).request
+    assert (first.member_id, first.session_timeout_ms, first.rebalance_timeout_ms) == (
+        "",
+        10000,
+        20000,
+    )
+    # KIP-394: the broker names the member, the same JoinGroup goes again at once with it
+    required = join_answer(Errors.MemberIdRequired.errno, member="m-1")
+    assert member.join_answered(required, False) == [Rejoin()]
+    assert member.join_request([("range", b"x")], 10000, 20000).request.member_id == "m-1"
+    assert member.join_answered(join_answer(generation=4, leader="other"), False) == []
+    assert (member.generation, member.protocol, member.leader) == (4, "range", False)
+    sync = member.sync_request({}).request
+    assert (sync.generation_id, sync.member_id, sync.protocol_name) == (4, "m-1", "range")
+    assert member.sync_answered(0) == [Assign()]
+    assert member.heartbeat().request.generation_id == 4
+
+
+@pytest.mark.parametrize("machine", [EagerMachine, CooperativeMachine])
+def test_classic_refused_joins_retry_or_stay_fatal(machine: type[ClassicMachine]) -> None:
+    member = machine("g")
+    for code in (14, 15, 16, 27):  # loading, coordinator gone / moved, rebalance in progress
+        member.join_request([], 1, 1)
+        assert member.join_answered(join_answer(code), False) == [Retry()]
+        assert member.state is ClassicState.UNJOINED
+    member.join_request([], 1, 1)
+    (fatal,) = member.join_answered(join_answer(Errors.InconsistentGroupProtocolError.errno), False)
+    assert isinstance(fatal, Fatal) and isinstance(fatal.exc, Errors.InconsistentGroupProtocolError)
+    assert member.state is ClassicState.FATAL
+    member.join_request([], 1, 1)  # raised once; the member joins again
+    member.join_failed()  # not answered (connection lost): join again after the back-off
+    assert member.state is ClassicState.UNJOINED
+
+
+def test_eager_membership_errors_rejoin_and_never_lose() -> None:
+    member = classic_member(EagerMachine, generation=3)
+    assert member.heartbeat_answered(Errors.RebalanceInProgressError.errno, 3) == [Rejoin()]
+    assert member.rejoin and member.state is ClassicState.STABLE
+    # no heartbeat while the rejoin is due, except while the revoke listener runs before it
+    assert member.heartbeat_due(revoking=False) is False
+    assert member.heartbeat_due(revoking=True) is True
+    assert member.membership_lost(Errors.UnknownMemberIdError.errno) is True
+    assert (member.member_id, member.generation, member.state) == ("", -1, ClassicState.UNJOINED)
+    # an eager member has nothing to lose: its table has no LOST
+    with pytest.raises(Errors.IllegalStateError, match="cannot become LOST"):
+        member._to(ClassicState.LOST)
+
+
+def test_cooperative_lost_generation_loses_the_partitions_but_not_for_old_answers() -> None:
+    member = classic_member(CooperativeMachine, generation=5)
+    # an answer to a request of an older generation says nothing about this one
+    assert member.membership_lost(Errors.IllegalGenerationError.errno, 4) is False
+    assert (member.state, member.rejoin) == (ClassicState.STABLE, False)
+    # REBALANCE_IN_PROGRESS: the partitions stay (a refused commit is RebalanceInProgressError)
+    assert member.membership_lost(Errors.RebalanceInProgressError.errno, 5) is False
+    assert member.state is ClassicState.STABLE and member.rejoin
+    # ILLEGAL_GENERATION while the JoinGroup is out: its answer brings the new generation
+    member.join_request([], 1, 1)
+    assert member.membership_lost(Errors.IllegalGenerationError.errno, 5) is False
+    assert member.state is ClassicState.JOINING
+    assert member.join_answered(join_answer(generation=6), True) == []
+    member.sync_answered(0)
+    actions = member.heartbeat_answered(Errors.IllegalGenerationError.errno, 6)
+    assert actions == [Revoke(None, lost=True)]
+    assert (member.state, member.generation) == (ClassicState.LOST, -1)
+    assert isinstance(member, CooperativeMachine)
+    member.gave_up()  # on_partitions_lost ran: a join from scratch
+    assert member.state is ClassicState.UNJOINED
+    # a JoinGroup answered UNKNOWN_MEMBER_ID while partitions are owned: lost first
+    member.join_request([], 1, 1)
+    lost = member.join_answered(join_answer(Errors.UnknownMemberIdError.errno), True)
+    assert lost == [Revoke(None, lost=True)] and member.state is ClassicState.LOST
+
+
+@pytest.mark.parametrize("machine", [EagerMachine, CooperativeMachine])
+def test_classic_poll_timeout_leaves_until_the_next_poll(machine: type[ClassicMachine]) -> None:
+    member = classic_member(machine)
+    assert member.poll_timed_out() == [Revoke(None)]  # revoked, not lost: still a member
+    assert member.heartbeat_due(revoking=True) is False
+    (leave,) = member.leave("max_poll_interval_ms exceeded")
+    assert isinstance(leave, Leave) and leave.request.members[0].member_id == "m-1"
+    member.left()
+    assert (member.member_id, member.generation) == ("", -1)
+    assert member.polled() is True and member.state is ClassicState.UNJOINED and member.rejoin
+    assert member.polled() is False
+    assert member.leave("stop") == []  # out of the group: nothing to send
+
+
+def test_classic_static_member_never_sends_leavegroup() -> None:
+    member = EagerMachine("g", instance_id="i-1")
+    member.join_request([], 1, 1)
+    member.join_answered(join_answer(generation=2), False)
+    member.sync_answered(0)
+    assert member.leave("stop") == [] and member.generation == -1  # the broker keeps its place
+    (fatal,) = member.heartbeat_answered(Errors.FencedInstanceIdError.errno, 2)
+    assert isinstance(fatal, Fatal) and "i-1" in str(fatal.exc)
+
+
+def test_classic_transition_tables_cover_every_state() -> None:
+    assert set(EAGER_TRANSITIONS) == set(ClassicState) == set(COOPERATIVE_TRANSITIONS)
+    assert all(ClassicState.LOST not in targets for targets in EAGER_TRANSITIONS.values())
+    member = EagerMachine("g")
+    with pytest.raises(Errors.IllegalStateError, match="UNJOINED cannot become STABLE"):
+        member.sync_answered(0)

@@ -29,17 +29,14 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._supervise import Supervisor
-from aiokafka_lite.errors import RetryAction, retry_action
+from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import HookSet
-from aiokafka_lite.ops._exec import find_coordinator
+from aiokafka_lite.membership import Action, Fatal, Rejoin, Revoke
+from aiokafka_lite.membership.classic import ClassicState, CooperativeMachine, EagerMachine
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-from . import classic
-from .assignors import (
-    COOPERATIVE,
-    ConsumerProtocolMemberAssignment,
-    rebalance_protocol,
-)
+from .assignors import COOPERATIVE, rebalance_protocol
+from .classic import ClassicExchanges
 from .member import Coordinator, Reconciler
 from .offsets import GroupOffsets
 from .subscription import SubscriptionState
@@ -47,8 +44,6 @@ from .subscription import SubscriptionState
 __all__ = ["ClassicCoordinator", "Coordinator"]
 
 log = logging.getLogger(__name__)
-
-_GENERATION_LOST = classic.GENERATION_LOST
 
 
 class ClassicCoordinator:
@@ -88,7 +83,10 @@ class ClassicCoordinator:
         self._assignors = assignors or []
         #: KIP-429: every assignor supports the cooperative protocol (else eager, unchanged)
         self.cooperative = rebalance_protocol(self._assignors) == COOPERATIVE
-        self._lost = False  # cooperative: the generation was lost, the partitions with it
+        #: the member's phase, id, generation, protocol and leader (sans-I/O; its own
+        #: transition table per protocol)
+        machine = CooperativeMachine if self.cooperative else EagerMachine
+        self._machine = machine(group_id or "", instance_id=group_instance_id)
         self._session_timeout_ms = session_timeout_ms
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._heartbeat_interval = heartbeat_interval_ms / 1000
@@ -115,27 +113,30 @@ class ClassicCoordinator:
         self._reconcile = Reconciler(
             subscriptions, group_id, hooks, self._commit_positions, self._auto_commit
         )
-        self.member_id = ""
-        self.generation = -1
-        self.protocol: str | None = None
-        self.leader_id: str | None = None
-        self._rejoin = True
         self._joined_topics: frozenset[str] = frozenset()
         self._joined_subscription = -1  # SubscriptionState.subscription_id of the last join
         # partition counts the current assignment was computed from: set by the group leader
         # (over every member's topics) and without a group; None = a follower, whose leader
         # watches metadata for the group (Java's assignmentSnapshot)
         self._metadata_snapshot: dict[str, int] | None = None
-        self._group_topics: frozenset[str] = frozenset()
         self._last_poll = time.monotonic()
-        self._poll_expired = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
-        self._joining = False  # a JoinGroup is on its way (classic.join)
-        #: set by each JoinGroup answer: the heartbeat interval starts again (classic.py)
-        self._heartbeat_phase = asyncio.Event()
+        #: the JoinGroup / SyncGroup / Heartbeat / LeaveGroup exchanges
+        self._ex = ClassicExchanges(
+            client,
+            self._machine,
+            subscriptions,
+            self._assignors,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            wake=self._wake.set,
+        )
         self.fatal: BaseException | None = None
         #: set once the first assignment is applied, or a fatal error is stored (start() waits)
         self.assigned_once = asyncio.Event()
@@ -143,6 +144,32 @@ class ClassicCoordinator:
         self.rebalances = 0
         subscriptions.add_waker(self._wake.set)
         client.cluster.add_listener(self._on_metadata)
+
+    # -- the machine's view ------------------------------------------------------------------
+    @property
+    def member_id(self) -> str:
+        """The member id the coordinator gave ("" before the first join)."""
+        return self._machine.member_id
+
+    @property
+    def generation(self) -> int:
+        """The group generation (-1: not in one)."""
+        return self._machine.generation
+
+    @property
+    def protocol(self) -> str | None:
+        """The assignor the group chose."""
+        return self._machine.protocol
+
+    @property
+    def leader_id(self) -> str | None:
+        """The group leader's member id."""
+        return self._machine.leader_id
+
+    @property
+    def state(self) -> str:
+        """The member's phase (``ClassicState``)."""
+        return self._machine.state.value
 
     # -- aiokafka's names for the settings (read by code written against its coordinator) ---
     @property
@@ -242,9 +269,7 @@ class ClassicCoordinator:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
         fatal group error if one happened."""
         self._last_poll = time.monotonic()
-        if self._poll_expired:
-            self._poll_expired = False
-            self._rejoin = True
+        if self._machine.polled():
             self._wake.set()
         if self.fatal is not None:
             exc, self.fatal = self.fatal, None
@@ -307,7 +332,7 @@ class ClassicCoordinator:
                 await self._rebalance()
         elif self.group_id is not None and self.member_id and self.generation >= 0:
             await self._leave_group("unsubscribed")  # unsubscribe() or switch to assign()
-            self._rejoin = True
+            self._machine.need_rejoin()
         if subs.missing_positions():
             await self._init_positions()
         if self.offsets.auto_commit_due():
@@ -322,15 +347,16 @@ class ClassicCoordinator:
             self._client.need_all_topics = True
         else:
             # the leader also follows the other members' topics (it assigns them)
-            self._client.set_topics(sorted(subs.topics | self._group_topics))
+            self._client.set_topics(sorted(subs.topics | self._ex.group_topics))
 
     def _needs_rejoin(self) -> bool:
-        if self._poll_expired:
+        m = self._machine
+        if m.state is ClassicState.POLL_TIMEOUT:
             return False
         subs = self._subs
         if (
-            self._rejoin
-            or self.generation < 0
+            m.rejoin
+            or m.generation < 0
             or subs.topics != self._joined_topics
             or subs.subscription_id != self._joined_subscription
         ):
@@ -369,74 +395,31 @@ class ClassicCoordinator:
         else:
             self._client.coordinators.put(self.group_id, 0, value)
 
-    async def _coordinator(self) -> int:
-        assert self.group_id is not None
-        return await find_coordinator(self._client, self.group_id, 0)
-
-    async def _send(
-        self, request: Any, timeout_ms: float | None = None, conn_group: str = "coordinator"
-    ) -> Any:
-        node = await self._coordinator()
-        try:
-            return await self._client.send(
-                node,
-                request,
-                group=conn_group,
-                timeout_ms=timeout_ms or self._request_timeout_ms,
-            )
-        except (Errors.KafkaConnectionError, Errors.NodeNotReadyError):
-            self.coordinator_id = None
-            raise
-
-    def _coordinator_error(self, code: int) -> bool:
-        """True (and the coordinator forgotten) when ``code`` says it moved or timed out."""
-        if retry_action(code, coordinator=True) is RetryAction.FIND_COORDINATOR:
-            self.coordinator_id = None
-            return True
-        return False
-
     # -- what GroupOffsets reads (offsets.Membership) --------------------------------------
     @property
     def rebalancing(self) -> bool:
         """A rejoin is due or under way."""
-        return self._rejoin
+        return self._machine.rejoin
 
     def fetch_member(self) -> tuple[str | None, int]:
         """Classic OffsetFetch carries no member."""
         return None, -1
 
     def membership_lost(self, code: int, sent_generation: int | None = None) -> bool | None:
-        """REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: rejoin (the latter
-        with a new member id).  A cooperative member whose generation is gone (the latter two)
-        loses its partitions before it rejoins; not when the answer is to a request of an
-        older generation than the current one (as Java's ``generationUnchanged()``), nor on
-        ILLEGAL_GENERATION while its JoinGroup is out (the join's answer brings the new
-        generation; see DESIGN.md).  False when the partitions stay (REBALANCE_IN_PROGRESS and
-        those two): a refused commit then raises RebalanceInProgressError, as Java."""
-        if self.cooperative and sent_generation is not None and sent_generation != self.generation:
+        """A commit (or heartbeat) of ``sent_generation`` answered REBALANCE_IN_PROGRESS /
+        ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: the machine decides (a rejoin; a cooperative
+        member's partitions lost with its generation; see DESIGN.md). False when the
+        partitions stay (a refused commit then raises RebalanceInProgressError, as Java)."""
+        lost = self._machine.membership_lost(code, sent_generation)
+        if lost is False and sent_generation not in (None, self.generation):
             log.debug(
                 "group %s: %s answered a request of generation %s; ignored",
                 self.group_id,
                 Errors.for_code(code).__name__,
                 sent_generation,
             )
-            return False
-        if self.cooperative and self._joining and code == Errors.IllegalGenerationError.errno:
-            # the generation moved on while our JoinGroup is out: the join's answer (on its own
-            # connection, so it may be read after this one) brings the new generation, and the
-            # partitions stay ours (Java reads both on one connection, in order)
-            log.debug("group %s: %s during a join; not lost", self.group_id, "ILLEGAL_GENERATION")
-            self._rejoin = True
-            return False
-        if code == Errors.UnknownMemberIdError.errno:
-            self.member_id = ""
-            self.generation = -1
-        if self.cooperative and code in _GENERATION_LOST:
-            self._lost = True
-            self.generation = -1
-        self._rejoin = True
         self._wake.set()
-        return code in _GENERATION_LOST
+        return lost
 
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance(self) -> None:
@@ -452,18 +435,16 @@ class ClassicCoordinator:
             await self._client.force_metadata_update()
         topics = subs.topics
         subscription_id = subs.subscription_id
-        await self._coordinator()
-        self._metadata_snapshot = None  # set again by _assign if this member leads
-        self._group_topics = frozenset()
-        joined = await self._join(topics)
+        self._metadata_snapshot = None  # set again if this member leads
+        joined = await self._ex.join(topics)
         if not joined:
             return
-        assignment = await self._sync(joined)
+        assignment = await self._ex.sync(joined)
+        self._metadata_snapshot = self._ex.snapshot
         if assignment is None:
             return
         self._joined_topics = topics
         self._joined_subscription = subscription_id
-        self._rejoin = False
         self._revoke_announced = False
         self.rebalances += 1
         for a in self._assignors:
@@ -480,7 +461,7 @@ class ClassicCoordinator:
             if revoked:
                 # only what moved stops; then a follow-up rebalance hands it to its new owner
                 await self._revoke_paused(revoked)
-                self._rejoin = True
+                self._machine.need_rejoin()
             self.offsets.keep_only(tps)
         else:
             self.offsets.keep_only(())
@@ -509,13 +490,15 @@ class ClassicCoordinator:
         join, except those lost with the generation (``on_partitions_lost``) and those of
         topics no longer subscribed (revoked)."""
         subs = self._subs
-        if self._lost:
-            self._lost = False
+        machine = self._machine
+        if machine.state is ClassicState.LOST:
             lost = set(subs.assignment)
             if lost:
                 log.info("group %s: generation lost with partitions %s", self.group_id, lost)
                 await self._reconcile.lost(lost)
                 subs.revoke_to(())
+            assert isinstance(machine, CooperativeMachine)
+            machine.gave_up()
             return
         if subs.assignment and self.generation >= 0:
             await self._reconcile.commit_before("rebalance")
@@ -532,14 +515,14 @@ class ClassicCoordinator:
         await self.offsets.commit_positions()
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """OffsetCommit (GroupOffsets.commit)."""
-        await self.offsets.commit(offsets)
+        """OffsetCommit (GroupOffsets.commit_offsets)."""
+        await self.offsets.commit_offsets(self._subs.assignment, offsets)
 
     async def commit_offsets(
         self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> None:
-        """aiokafka's name and signature for :meth:`commit` (ddtrace patches it)."""
-        await self.commit(offsets)
+        """aiokafka's name and signature for :meth:`commit`."""
+        await self.offsets.commit_offsets(assignment, offsets)
 
     async def committed(
         self, partitions: Iterable[TopicPartition]
@@ -550,23 +533,52 @@ class ClassicCoordinator:
     async def _init_positions(self) -> None:
         await self.offsets.init_positions()
 
-    def _subscription(self, assignor: Any, topics: frozenset[str]) -> bytes:
-        return classic.subscription(self, assignor, topics)
-
-    async def _join(self, topics: frozenset[str]) -> Any:
-        return await classic.join(self, topics)
-
-    async def _sync(self, joined: Any) -> ConsumerProtocolMemberAssignment | None:
-        return await classic.sync(self, joined)
-
-    async def _assign(self, joined: Any) -> dict[str, bytes]:
-        return await classic.leader_assignment(self, joined)
-
+    # -- heartbeats and leaving ------------------------------------------------------------
     async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
-        await classic.leave(self, reason, timeout)
+        if self.group_id is not None:
+            await self._ex.leave(reason, timeout)
+
+    async def leave(self, reason: str, timeout: float | None = None) -> None:
+        """Leave the group now (LeaveGroup; not for a static member), within ``timeout``
+        seconds (default request_timeout_ms): a dead or moving coordinator is looked up again."""
+        await self._leave_group(reason, timeout)
 
     async def _heartbeat_loop(self) -> None:
-        await classic.heartbeat_loop(self)
+        """Heartbeats every interval; rejoin, lost membership or fencing from the answers, and
+        the leave when the application stopped polling for ``max_poll_interval_ms``."""
+        machine = self._machine
+        while not self._closed:
+            await self._ex.heartbeat_due()
+            if not self.uses_group or not machine.heartbeat_due(self._reconcile.revoking):
+                continue
+            if time.monotonic() - self._last_poll > self._max_poll_interval:
+                await self._poll_timed_out()
+                continue
+            actions = await self._ex.heartbeat()
+            if actions is None:
+                continue
+            self._g_hb.ok()
+            self._carry_out(actions)
+
+    def _carry_out(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Fatal):
+                self.fatal = action.exc
+            elif isinstance(action, (Rejoin, Revoke)):
+                self._wake.set()
+
+    async def _poll_timed_out(self) -> None:
+        log.warning(
+            "group %s: no getmany()/getone() for more than max_poll_interval_ms; leaving "
+            "the group (it rejoins on the next poll)",
+            self.group_id,
+        )
+        self._machine.poll_timed_out()
+        revoked = set(self._subs.assignment)
+        if revoked:
+            await self._reconcile.revoked(revoked)  # still a member: commits there work
+        self._subs.revoke_to(())
+        await self._leave_group("max_poll_interval_ms exceeded")
 
     def _after_unexpected(self) -> None:
         """The heartbeat or main task failed unexpectedly (``_supervise``); it goes on after

@@ -341,20 +341,21 @@ class ConsumerGroupMember:
         """OffsetCommit with the member epoch. As the Java client's commitSync, a stale epoch
         fails with CommitFailedError (the automatic commits retry with the next epoch); a
         fenced epoch or an unknown member too (not retried: the partitions may be gone)."""
+        await self.commit_offsets(self._subs.assignment, offsets)
+
+    async def commit_offsets(
+        self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """aiokafka's name and signature for :meth:`commit` (through
+        ``GroupOffsets.commit_offsets``, which tracers patch)."""
         try:
-            await self.offsets.commit(offsets)
+            await self.offsets.commit_offsets(assignment, offsets)
         except Errors.KafkaError as exc:
             if retry_action(exc) is not RetryAction.REFRESH_EPOCH:
                 raise
             raise _StaleEpochCommit(
                 f"Commit cannot be completed: the member epoch {self.generation} is stale ({exc})"
             ) from None
-
-    async def commit_offsets(
-        self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-    ) -> None:
-        """aiokafka's name and signature for :meth:`commit` (ddtrace patches it)."""
-        await self.commit(offsets)
 
     async def _commit_positions(self) -> None:
         """Auto commit (interval, before a revocation, at close): a stale member epoch is

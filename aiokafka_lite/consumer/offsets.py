@@ -268,9 +268,10 @@ class GroupOffsets:
     async def commit_offsets(
         self, assignment: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> None:
-        """aiokafka's name and signature for :meth:`commit` (``assignment`` is unused): the
-        consumer commits through it so tracers patching
-        ``aiokafka.consumer.group_coordinator.GroupCoordinator.commit_offsets`` (ddtrace) work."""
+        """aiokafka's name and signature for :meth:`commit` (``assignment`` is unused): every
+        commit of both group drivers (and auto commit) goes through it, so tracers patching
+        ``aiokafka.consumer.group_coordinator.GroupCoordinator.commit_offsets`` (ddtrace: this
+        class under install_as_aiokafka(); it reads ``group_id`` and ``_client``) see them."""
         await self.commit(offsets)
 
     async def committed(

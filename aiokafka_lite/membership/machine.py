@@ -26,6 +26,7 @@ __all__ = [
     "Leave",
     "Machine",
     "Rejoin",
+    "Retry",
     "Revoke",
     "Send",
     "new_member_id",
@@ -79,13 +80,18 @@ class Rejoin:
 
 
 @dataclass(frozen=True)
+class Retry:
+    """Sending failed for now: back off (``retry_backoff_ms``), then try again."""
+
+
+@dataclass(frozen=True)
 class Fatal:
     """Sending again cannot help: ``exc`` is raised to the application (its next call)."""
 
     exc: BaseException
 
 
-Action = Send | Leave | Assign | Revoke | Rejoin | Fatal
+Action = Send | Leave | Assign | Revoke | Rejoin | Retry | Fatal
 
 S = TypeVar("S", bound=enum.Enum)
 
