@@ -7,15 +7,30 @@ per batch the rows went into instead of one per row. Needs pyarrow (extra ``arro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka_lite import errors as Errors
 
 if TYPE_CHECKING:
     from .batch import RecordHandle
-    from .producer import AIOKafkaProducer
 
 __all__ = ["send_table"]
+
+
+class _Sends(Protocol):
+    """What :func:`send_table` uses of the producer (its ``send()``)."""
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> RecordHandle: ...
+
 
 _COLUMNS = frozenset({"key", "value", "partition", "timestamp", "headers"})
 
@@ -35,7 +50,7 @@ def _column(table: Any, name: str, n: int) -> list[Any]:
     return rows
 
 
-async def send_table(producer: AIOKafkaProducer, topic: str, table: Any) -> list[RecordHandle]:
+async def send_table(producer: _Sends, topic: str, table: Any) -> list[RecordHandle]:
     """Send every row of ``table`` (a ``pyarrow.Table`` or ``RecordBatch``) to ``topic``.
 
     Columns: ``value`` and optionally ``key`` (binary or None), ``partition`` (int),
