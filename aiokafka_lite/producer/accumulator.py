@@ -39,8 +39,6 @@ from aiokafka_lite.producer.batch import (
     RETRY,
     SEALED,
     UNSENT,
-    BatchBuilder,
-    BatchRecordMetadata,
     Headers,
     ProducerBatch,
     RecordHandle,
@@ -50,6 +48,7 @@ from aiokafka_lite.producer.batch import (
     estimate_record_size,
 )
 from aiokafka_lite.producer.memory import MemoryPool
+from aiokafka_lite.producer.user_batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.records.batch_builder import RecordBatchBuilder, restamp
 from aiokafka_lite.structs import TopicPartition
 
