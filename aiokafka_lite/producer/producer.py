@@ -23,7 +23,7 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
-from aiokafka_lite._settings import ClientSettings
+from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.append import RecordAppender
@@ -109,14 +109,7 @@ class AIOKafkaProducer:
         max_in_flight_requests_per_connection: int = 5,
         hooks: Iterable[object] | None = None,
     ) -> None:
-        if loop is not None:
-            warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
-        if api_version is not None:  # as aiokafka
-            warnings.warn(
-                "api_version is ignored: versions are negotiated with each broker",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+        warn_ignored_arguments(loop, api_version)
         codec, acks, enable_idempotence, transaction_timeout_ms = delivery_options(
             compression_type, acks, enable_idempotence, transactional_id, transaction_timeout_ms
         )
@@ -294,19 +287,11 @@ class AIOKafkaProducer:
         # as aiokafka: a producer garbage-collected without stop() (started or not) is a
         # resource leak
         if not getattr(self, "_closed", True):
-            # release its sockets and tasks now, as aiokafka's do when collected with it (first:
-            # the warning raises where warnings are errors)
             self._closed = True
             client = getattr(self, "client", None)
-            for part in (getattr(self, "_sender", None), client):
-                if part is not None:
-                    part.abandon()
-            loop = getattr(client, "_loop", None)
-            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
-                loop.call_exception_handler(
-                    {"producer": self, "message": "Unclosed AIOKafkaProducer"}
-                )
-            _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
+            report_unclosed(
+                self, "producer", (getattr(self, "_sender", None), client), client, _warn
+            )
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
