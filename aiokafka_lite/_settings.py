@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ._timeouts import Timeouts
 from .client import KafkaClient
 
 __all__ = ["ClientSettings", "report_unclosed", "warn_ignored_arguments"]
@@ -51,6 +52,12 @@ class ClientSettings:
         ``locals()``), then ``overrides`` (a setting the facade names differently or fixes)."""
         names = {f.name for f in fields(cls)}
         return cls(**({k: v for k, v in arguments.items() if k in names} | overrides))
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The named waits of ``request_timeout_ms`` (those of every client made from these
+        settings: ``KafkaClient.timeouts``)."""
+        return Timeouts.from_settings(self.request_timeout_ms)
 
     def new_client(self, hooks: Any = None) -> KafkaClient:
         """A new (not started) :class:`KafkaClient` with these settings, reporting to

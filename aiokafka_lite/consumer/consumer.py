@@ -166,7 +166,8 @@ class AIOKafkaConsumer:
         # none when the caller keeps no new objects per record (benchmarks/README.md)
         self._max_poll_records = max_poll_records or _BULK_LIMIT
         self._consumer_timeout = consumer_timeout_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
+        #: the named waits of request_timeout_ms (the client's)
+        self._timeouts = self._client.timeouts
         self._exclude_internal = exclude_internal_topics
         self._subscription = SubscriptionState(auto_offset_reset)
         self._poller = Poller(
@@ -175,9 +176,7 @@ class AIOKafkaConsumer:
             max_poll_records=self._max_poll_records,
             consumer_timeout=self._consumer_timeout,
         )
-        self._positions = Positions(
-            self._subscription, self._parts, request_timeout_ms=request_timeout_ms
-        )
+        self._positions = Positions(self._subscription, self._parts, self._timeouts)
         self._fetcher_args: dict[str, Any] = dict(
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
@@ -188,7 +187,6 @@ class AIOKafkaConsumer:
             check_crcs=check_crcs,
             isolation_level=isolation_level,
             retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
             hooks=self._hooks,
         )
         self._coordinator_args: dict[str, Any] = dict(
@@ -214,7 +212,7 @@ class AIOKafkaConsumer:
         # start() waits at most this long for the first assignment (then goes on in the
         # background): a join can wait for other members up to their rebalance timeout
         self._start_timeout = (
-            max(request_timeout_ms, session_timeout_ms + (rebalance_timeout_ms or 0)) / 1000
+            max(self._timeouts.retry_ms, session_timeout_ms + (rebalance_timeout_ms or 0)) / 1000
         )
         self._fetcher: Fetcher | None = None
         self._coordinator: Coordinator | None = None
@@ -257,14 +255,14 @@ class AIOKafkaConsumer:
                 await self._wait_topics(sorted(wanted))
             else:  # they may not exist yet: learnt when they appear
                 with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
+                    await asyncio.wait_for(asyncio.shield(refresh), self._timeouts.retry_ms / 1000)
         if subs.pattern is not None or subs.broker_pattern is not None:
             # match the pattern before the first join; a broker-side pattern's topics are
             # known by id only: the metadata of every topic names them
             self._client.need_all_topics = True
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                 await asyncio.wait_for(
-                    asyncio.shield(self._client.request_update()), self._request_timeout_ms / 1000
+                    asyncio.shield(self._client.request_update()), self._timeouts.retry_ms / 1000
                 )
         self._fetcher.start()
         self._coordinator.start()
@@ -282,7 +280,7 @@ class AIOKafkaConsumer:
         after request_timeout_ms."""
         try:
             for topic in topics:
-                await self._client.wait_for_topic(topic, self._request_timeout_ms)
+                await self._client.wait_for_topic(topic)  # timeouts.retry_ms
         except Errors.KafkaTimeoutError as exc:
             await self.stop()
             raise Errors.UnknownTopicOrPartitionError(str(exc)) from None
@@ -545,7 +543,7 @@ class AIOKafkaConsumer:
     async def topics(self) -> set[str]:
         """Every topic in the cluster (internal ones excluded per exclude_internal_topics)."""
         self._parts()
-        resp = await topic_ops.metadata(self._client, None, timeout_ms=self._request_timeout_ms)
+        resp = await topic_ops.metadata(self._client, None)  # timeouts.retry_ms
         return {
             t.name
             for t in resp.topics

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._timeouts import Timeouts
 from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.structs import OffsetAndTimestamp, TopicPartition
 
@@ -33,13 +34,13 @@ class Positions:
         self,
         subscription: SubscriptionState,
         parts: Callable[[], tuple[Fetcher, Coordinator]],
-        *,
-        request_timeout_ms: int,
+        timeouts: Timeouts,
     ) -> None:
         self._subscription = subscription
         #: the started consumer's fetcher and coordinator (raises when not started or stopped)
         self._parts = parts
-        self._request_timeout_ms = request_timeout_ms
+        #: look-ups and position() wait up to ``retry_ms`` (an operation's budget)
+        self._timeouts = timeouts
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """:meth:`AIOKafkaConsumer.seek`."""
@@ -51,7 +52,7 @@ class Positions:
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
         fetcher, _ = self._parts()
-        return await fetcher.list_offsets(timestamps, self._request_timeout_ms)
+        return await fetcher.list_offsets(timestamps, self._timeouts.retry_ms)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """:meth:`AIOKafkaConsumer.seek_to_beginning`."""
@@ -93,7 +94,7 @@ class Positions:
         """:meth:`AIOKafkaConsumer.position`."""
         _, coordinator = self._parts()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
+        deadline = loop.time() + self._timeouts.retry_ms / 1000
         initialised = False
         subs = self._subscription
         first = True

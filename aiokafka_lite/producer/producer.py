@@ -158,7 +158,7 @@ class AIOKafkaProducer:
             self.client,
             self._acc,
             acks=acks,
-            request_timeout_ms=request_timeout_ms,
+            broker_timeout_ms=int(self.client.timeouts.broker_ms),
             retry_backoff_ms=retry_backoff_ms,
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
@@ -259,15 +259,16 @@ class AIOKafkaProducer:
         closed = Errors.ProducerClosed("producer is stopping")
         self._acc.close(closed)
         if self._started:
-            started = time.monotonic()
+            loop = asyncio.get_running_loop()
+            deadline = None if timeout is None else loop.time() + timeout
             try:
                 await self._sender.close(
                     self._delivery_timeout_ms / 1000 if timeout is None else timeout
                 )
                 await self._transactions.wait_ending(
-                    self.client.request_timeout_ms / 1000
-                    if timeout is None
-                    else max(0.0, timeout - (time.monotonic() - started))
+                    self.client.timeouts.retry_ms / 1000
+                    if deadline is None
+                    else max(0.0, deadline - loop.time())
                 )
             finally:
                 await self.client.close()
@@ -486,13 +487,13 @@ class AIOKafkaProducer:
     @property
     def _request_timeout_ms(self) -> int:
         """``request_timeout_ms`` (kstreams' test helpers)."""
-        return self.client.request_timeout_ms
+        return self._settings.request_timeout_ms
 
     async def send_arrow(self, topic: str, table: Any) -> list[RecordHandle]:
         """Send the rows of a ``pyarrow`` Table (columns value, optionally key, partition,
         timestamp, headers) as :meth:`send` would, one by one; returns one awaitable per batch
         used (see :func:`aiokafka_lite.producer.arrow.send_table`). Extra ``arrow``."""
-        return await send_table(self, topic, table)
+        return await send_table(self.send, topic, table)
 
     @property
     def _txn_manager(self) -> TransactionManager | None:
