@@ -46,7 +46,11 @@ jars:
 # groups, handed out longest first), so each worker starts only its brokers; `make test XDIST=`
 # runs them in one process.
 XDIST ?= -n 4 --dist loadgroup --no-loadscope-reorder
+# compileall first: the suite starts a few hundred Python processes (the differential runs, the
+# CLI, the docs examples, Spark's Python workers), and where PYTHONDONTWRITEBYTECODE is set (it
+# is on these machines) each one compiled the package again (0.6 s instead of 0.3 s an import)
 test:
+	$(PY) -m compileall -q -j0 aiokafka_lite tests/compat docs/examples >/dev/null
 	$(PY) -m pytest -q tests/ $(XDIST) $(PYTEST_ARGS)
 
 # the broker-free tests on each Python the package claims, one .venv-pyX.Y each (CI: 3.10, 3.12,

@@ -156,7 +156,7 @@ class KafkaClient:
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._conn_args: dict[str, Any] = dict(
             client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
+            request_timeout_ms=int(self.timeouts.request_ms),
             max_in_flight=max_in_flight_requests_per_connection,
             max_response_size=max_response_size,
             connections_max_idle_ms=connections_max_idle_ms,

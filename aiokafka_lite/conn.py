@@ -95,7 +95,8 @@ class BrokerConnection(FlowControl):
         self.node_id = node_id
         self.group = group
         self.client_id = client_id
-        self.request_timeout_ms = request_timeout_ms
+        #: the wait for one answer (the client passes its ``timeouts.request_ms``)
+        self.answer_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.max_response_size = max_response_size
         self.connections_max_idle_ms = connections_max_idle_ms
@@ -191,7 +192,7 @@ class BrokerConnection(FlowControl):
         if self._closed or self._loop is not None:
             raise Errors.IllegalStateError("BrokerConnection.connect() may be called once")
         loop = self._loop = asyncio.get_running_loop()
-        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        timeout = (timeout_ms if timeout_ms is not None else self.answer_timeout_ms) / 1000
         deadline = loop.time() + timeout
         tls: dict[str, Any] = {}
         if self.security_protocol in ("SSL", "SASL_SSL"):
@@ -332,7 +333,7 @@ class BrokerConnection(FlowControl):
         if max_version is not None and version > max_version:
             version = self._capped(cls, max_version)
         deadline = loop.time() + (
-            (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+            (timeout_ms if timeout_ms is not None else self.answer_timeout_ms) / 1000
         )
 
         if not expect_response:  # no slot, nothing registered: written (or held) now
@@ -385,7 +386,7 @@ class BrokerConnection(FlowControl):
         version = self._versions.get(cls)
         if version is None:
             version = self.version_for(cls)
-        ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        ms = timeout_ms if timeout_ms is not None else self.answer_timeout_ms
         self._slots += 1
         try:
             self._issue(request, cls, version, Callback(on_done), loop.time() + ms / 1000)

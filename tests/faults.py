@@ -166,6 +166,10 @@ class FaultProxy:
             breader, bwriter = await asyncio.open_connection(*self.upstream)
             self._writers.add(bwriter)
             pending: dict[int, tuple[int, int]] = {}
+            # answers made by the proxy itself: registered before either task runs, since the
+            # request side may answer the first request (an ApiVersions newer than the codec's)
+            # before the response side has started
+            self._to_client[id(pending)] = asyncio.Queue()
             up = asyncio.create_task(self._requests(creader, bwriter, pending), name="faultproxy")
             down = asyncio.create_task(
                 self._responses(breader, cwriter, pending), name="faultproxy"
@@ -176,6 +180,7 @@ class FaultProxy:
                 for t in (up, down):
                     t.cancel()
                 await asyncio.wait([up, down])
+                self._to_client.pop(id(pending), None)
         except OSError:
             pass
         finally:
@@ -206,7 +211,7 @@ class FaultProxy:
                     continue  # dropped
                 if reply is not frame:  # answered here, the broker never sees it
                     pending.pop(corr, None)
-                    await self._to_client.get(id(pending), asyncio.Queue()).put(reply)
+                    await self._to_client[id(pending)].put(reply)
                     continue
                 writer.write(frame)
                 await writer.drain()
@@ -260,8 +265,7 @@ class FaultProxy:
         writer: asyncio.StreamWriter,
         pending: dict[int, tuple[int, int]],
     ) -> None:
-        local: asyncio.Queue[bytes] = asyncio.Queue()  # answers made by the proxy itself
-        self._to_client[id(pending)] = local
+        local = self._to_client[id(pending)]  # answers made by the proxy itself
         loop = asyncio.get_running_loop()
         read = loop.create_task(_read_frame(reader), name="faultproxy")
         got = loop.create_task(local.get(), name="faultproxy")
@@ -290,7 +294,6 @@ class FaultProxy:
         finally:
             read.cancel()
             got.cancel()
-            self._to_client.pop(id(pending), None)
 
     async def _apply(self, key: int, version: int, frame: bytes) -> bytes | None:
         rules = [r for r in self.rules if r.api_key == key and r.active]

@@ -18,7 +18,9 @@ compared.
 - ``max_poll_interval_ms``: a member that does not poll for that long leaves the group, and
   joins again at its next poll;
 - ``share_acquire_mode="record_limit"``: a member holds exactly ``max_poll_records`` records,
-  nothing fetched ahead: a second member gets all the others.
+  nothing fetched ahead: a second member gets all the others;
+- a member fenced by its heartbeat's answer (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, put there
+  by the fault proxy) joins again and reads what is produced next, each record once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from share_helpers import configure_group, need_java_share_groups, produce_value
 from aiokafka_lite import AcknowledgeType, AIOKafkaShareConsumer
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.admin import AIOKafkaAdminClient
+from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.share import ShareConsumerRecord
 from aiokafka_lite.structs import TopicPartition
 
@@ -482,3 +485,57 @@ async def test_renew_refused_by_a_broker_without_it(broker, new_topic):
     assert {k: lite[k] for k in ("first", "renew", "after", "after_records")} == {
         k: java[k] for k in ("first", "renew", "after", "after_records")
     }, outcome
+
+
+@pytest.mark.parametrize("code", [Errors.FencedMemberEpochError, Errors.UnknownMemberIdError])
+async def test_a_fenced_member_joins_again_as_java(broker, new_topic, code):
+    """Five records polled and committed, then one ShareGroupHeartbeat answered
+    FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID (the fault proxy's doing) while the application
+    goes on polling, then five more records produced. Java 4.4's member joins again and reads
+    the five new records, each delivered once, and no poll or commit raises. Ours the same."""
+    await need_java_share_groups(broker)
+    heartbeat = m.ShareGroupHeartbeatRequest.API_KEY
+    outcome: dict[str, Any] = {}
+    async with FaultProxy(broker.bootstrap) as proxy:
+        for kind in ("java", "lite"):
+            topic, group = await _fresh(broker, new_topic, [b"a%d" % i for i in range(5)])
+            if kind == "java":
+                j = java_oracle.ShareApiScript(proxy.bootstrap, topic, group)
+                await asyncio.to_thread(j.start)
+                call, close = (
+                    (lambda cmd, j=j: asyncio.to_thread(j.call, cmd)),
+                    (lambda j=j: asyncio.to_thread(j.close)),
+                )
+            else:
+                lite = await LiteScript(proxy.bootstrap, topic, group).start()
+                call, close = lite.call, lite.close
+            try:
+                first = _values(await call("poll-until 60000"))
+                commit1 = (await call("commit-sync"))["results"]
+                rule = proxy.add(Rule(heartbeat, "error", code.errno))
+                # readiness (not asserted): the member's next heartbeat meets the fault
+                deadline = time.monotonic() + 60
+                polls = []
+                while rule.hits < 1 and time.monotonic() < deadline:
+                    polls.append(await call("poll 200"))
+                assert rule.hits == 1, f"{kind}: no heartbeat within 60 s"
+                await produce_values(broker.bootstrap, topic, [b"b%d" % i for i in range(5)])
+                second: list[tuple[bytes, int]] = []
+                deadline = time.monotonic() + 60
+                while len(second) < 5 and time.monotonic() < deadline:
+                    got = await call("poll-until 2000")
+                    polls.append(got)
+                    second += [(r["value"], r["delivery_count"]) for r in got.get("records", ())]
+                outcome[kind] = {
+                    "first": first,
+                    "commit1": list(commit1.values()),
+                    "errors": [p["error"] and p["error"]["class"] for p in polls if p["error"]],
+                    "second": sorted(second),
+                    "commit2": list((await call("commit-sync"))["results"].values()),
+                }
+            finally:
+                await close()
+    java, lite = outcome["java"], outcome["lite"]
+    assert java["first"] == [(b"a%d" % i, 1) for i in range(5)], outcome
+    assert java["second"] == [(b"b%d" % i, 1) for i in range(5)], outcome
+    assert lite == java, outcome

@@ -23,19 +23,16 @@ import uuid
 from typing import Any
 
 import pytest
-from faults import FaultProxy, Rule
 from java_oracle import ShareScript
 from share_helpers import (
     MIN_LOCK_MS,
     configure_group,
     need_java_share_groups,
-    need_share_groups,
     produce_values,
 )
 
 from aiokafka_lite import AcknowledgeType, AIOKafkaShareConsumer, TopicPartition
 from aiokafka_lite import errors as Errors
-from aiokafka_lite.protocol import messages as m
 
 pytestmark = pytest.mark.integration
 
@@ -362,35 +359,6 @@ async def test_failed_acknowledgement_goes_to_the_callback_as_java(broker, new_t
         for res, offs in heard.calls
     ]
     assert lite_calls == [({part: [0, 1]}, "InvalidRecordStateError"), ({part: [0, 1]}, None)]
-
-
-@pytest.mark.parametrize("code", [Errors.FencedMemberEpochError, Errors.UnknownMemberIdError])
-async def test_a_fenced_member_joins_again(broker, new_topic, code):
-    """A heartbeat answered FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID (the fault proxy's
-    doing, once, after the first records): the member joins again (epoch 0, as Java's) and
-    reads what is produced afterwards. (Java through the fault proxy is not run: the Java
-    member there got no records at all, fault or not; left for later.)"""
-    await need_share_groups(broker)
-    topic = await new_topic(partitions=1)
-    group = await _group(broker, "fence-lite")
-    await produce_values(broker.bootstrap, topic, [b"%d" % i for i in range(N)])
-    heartbeat = m.ShareGroupHeartbeatRequest.API_KEY
-    async with (
-        FaultProxy(broker.bootstrap) as proxy,
-        AIOKafkaShareConsumer(topic, bootstrap_servers=proxy.bootstrap, group_id=group) as lite,
-    ):
-        first = [r.offset for r in await _lite_poll_until(lite, N)]
-        assert await lite.commit() == {TopicPartition(topic, 0): None}
-        rule = proxy.add(Rule(heartbeat, "error", code.errno))
-        deadline = time.monotonic() + 60
-        while rule.hits < 1:  # the application goes on polling meanwhile
-            assert time.monotonic() < deadline, "no heartbeat within 60 s"
-            await lite.getmany(timeout_ms=200)
-        await produce_values(broker.bootstrap, topic, [b"%d" % i for i in range(N, 2 * N)])
-        second = [r.offset for r in await _lite_poll_until(lite, N)]
-        assert await lite.commit() == {TopicPartition(topic, 0): None}
-    assert first == list(range(N))
-    assert second == list(range(N, 2 * N))
 
 
 async def test_acknowledgements_go_at_every_poll_as_java(broker, new_topic):

@@ -27,6 +27,7 @@ from typing import Any
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._signal import Signal
 from aiokafka_lite._supervise import Supervisor
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.ops.fetch import NO_TOPIC_ID, fetch_request
@@ -65,7 +66,6 @@ class Fetcher:
         check_crcs: bool = True,
         isolation_level: str = "read_uncommitted",
         retry_backoff_ms: int = 100,
-        request_timeout_ms: int = 40000,
         hooks: HookSet | None = None,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
@@ -83,7 +83,6 @@ class Fetcher:
             READ_COMMITTED if isolation_level == "read_committed" else READ_UNCOMMITTED
         )
         self._backoff = retry_backoff_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
         self._buffers: dict[TopicPartition, PartitionBuffer] = {}
         self._buffered_at: dict[TopicPartition, float] = {}  # when each buffer arrived
         self._inflight: dict[int, asyncio.Task[None]] = {}
@@ -217,7 +216,7 @@ class Fetcher:
             else:  # it stays first: as aiokafka and the Java client, one partition's fetched
                 # records are handed out before the next one's (buffers in arrival order); an
                 # application that keeps taking from it keeps its leader's hold (_plan) alive
-                self._buffered_at[tp] = time.monotonic()
+                self._buffered_at[tp] = loop_time()
             if recs:
                 out[tp] = recs
                 n -= len(recs)
@@ -295,7 +294,7 @@ class Fetcher:
             self._resetting = asyncio.create_task(self._reset_positions())
         cluster = self._client.cluster
         self._check_topic_ids(cluster)
-        now = time.monotonic()
+        now = loop_time()
         by_node: dict[int, dict[TopicPartition, int]] = {}
         need_metadata = False
         sleep: float | None = None
@@ -388,7 +387,7 @@ class Fetcher:
                 subs.request_reset(tp)
 
     def _backoff_partition(self, tp: TopicPartition, delay: float | None = None) -> None:
-        self._backoff_until[tp] = time.monotonic() + (self._backoff if delay is None else delay)
+        self._backoff_until[tp] = loop_time() + (self._backoff if delay is None else delay)
 
     # -- one fetch -------------------------------------------------------------------------
     def _fetch_request(self, positions: Mapping[TopicPartition, int]) -> Any:
@@ -407,7 +406,8 @@ class Fetcher:
     async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
         try:
             request = self._fetch_request(positions)
-            timeout = self._request_timeout_ms + self._max_wait_ms
+            # a long poll: the broker holds it up to max_wait_ms
+            timeout = self._client.timeouts.client_wait_ms(self._max_wait_ms)
             cap = fetch_max_version(request)
             try:
                 response = await self._client.send(
@@ -464,7 +464,7 @@ class Fetcher:
             raise Errors.for_code(response.error_code)("fetch request failed")
         subs = self._subs
         got_data = False
-        now_ms = int(time.time() * 1000)
+        now_ms = int(time.time() * 1000)  # wall clock: last_poll_timestamp(), not a deadline
         h_fetch = self._h_fetch
         sent = sent_ids or {}
         names = {i: t for t, i in sent.items() if i != NO_TOPIC_ID}
@@ -510,7 +510,7 @@ class Fetcher:
                         aborted = [
                             (a.producer_id, a.first_offset) for a in (pd.aborted_transactions or ())
                         ]
-                    self._buffered_at[tp] = time.monotonic()
+                    self._buffered_at[tp] = loop_time()
                     self._buffers[tp] = PartitionBuffer(
                         tp,
                         data,
@@ -564,7 +564,7 @@ class Fetcher:
         if not pending:
             return
         try:
-            found = await self.list_offsets(pending, timeout_ms=self._request_timeout_ms)
+            found = await self.list_offsets(pending, timeout_ms=self._client.timeouts.retry_ms)
         except asyncio.CancelledError:
             raise
         except Errors.KafkaError as exc:

@@ -7,30 +7,14 @@ per batch the rows went into instead of one per row. Needs pyarrow (extra ``arro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiokafka_lite import errors as Errors
 
-if TYPE_CHECKING:
-    from .batch import RecordHandle
+from .batch import RecordHandle
 
 __all__ = ["send_table"]
-
-
-class _Sends(Protocol):
-    """What :func:`send_table` uses of the producer (its ``send()``)."""
-
-    async def send(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        partition: int | None = None,
-        timestamp_ms: int | None = None,
-        headers: Sequence[tuple[str, bytes | None]] | None = None,
-    ) -> RecordHandle: ...
-
 
 _COLUMNS = frozenset({"key", "value", "partition", "timestamp", "headers"})
 
@@ -50,8 +34,11 @@ def _column(table: Any, name: str, n: int) -> list[Any]:
     return rows
 
 
-async def send_table(producer: _Sends, topic: str, table: Any) -> list[RecordHandle]:
-    """Send every row of ``table`` (a ``pyarrow.Table`` or ``RecordBatch``) to ``topic``.
+async def send_table(
+    send: Callable[..., Awaitable[RecordHandle]], topic: str, table: Any
+) -> list[RecordHandle]:
+    """Send every row of ``table`` (a ``pyarrow.Table`` or ``RecordBatch``) to ``topic``
+    through ``send`` (the producer's ``send``).
 
     Columns: ``value`` and optionally ``key`` (binary or None), ``partition`` (int),
     ``timestamp`` (epoch ms integers or an Arrow timestamp) and ``headers``
@@ -74,7 +61,6 @@ async def send_table(producer: _Sends, topic: str, table: Any) -> list[RecordHan
     partitions = _column(table, "partition", n)
     timestamps = _column(table, "timestamp", n)
     headers = _column(table, "headers", n)
-    send = producer.send
     last: dict[int, RecordHandle] = {}
     for i in range(n):
         handle = await send(topic, values[i], keys[i], partitions[i], timestamps[i], headers[i])

@@ -207,9 +207,9 @@ class ShareFetcher:
                 strict_max_records=self._strict,
             )
             try:
-                resp = await self._client.send(
-                    node, request, timeout_ms=self._client.request_timeout_ms + max_wait_ms
-                )
+                # a long poll: the broker holds it up to max_wait_ms
+                wait_ms = self._client.timeouts.client_wait_ms(max_wait_ms)
+                resp = await self._client.send(node, request, timeout_ms=wait_ms)
             except Errors.KafkaError as exc:
                 # the answer is lost: whatever the broker did, the session cannot be trusted
                 s.reset()
