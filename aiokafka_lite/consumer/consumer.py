@@ -171,8 +171,7 @@ class AIOKafkaConsumer:
             max_poll_records=max_poll_records or _BULK_LIMIT,
             consumer_timeout=consumer_timeout_ms / 1000,
         )
-        #: the named waits of request_timeout_ms (the client's)
-        self._timeouts = self._client.timeouts
+        self._timeouts = self._client.timeouts  # the named waits (Timeouts)
         self._exclude_internal = exclude_internal_topics
         self._positions = Positions(self._subscription, self._parts, self._timeouts)
         self._fetcher_args: dict[str, Any] = dict(

@@ -406,8 +406,7 @@ class Fetcher:
     async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
         try:
             request = self._fetch_request(positions)
-            # a long poll: the broker holds it up to max_wait_ms
-            timeout = self._client.timeouts.client_wait_ms(self._max_wait_ms)
+            timeout = self._client.timeouts.client_wait_ms(self._max_wait_ms)  # a long poll
             cap = fetch_max_version(request)
             try:
                 response = await self._client.send(
