@@ -91,12 +91,9 @@ async def test_kafka_39_stays_on_tv1(apache39: Any) -> None:
     assert await _epoch(bootstrap, txid) == ("CompleteCommit", 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known difference (issue 31, KIP-1050 classes not done yet): Java's zombie gets "
-    "InvalidProducerEpochException (abortable) on its send and commit, ours ProducerFenced (fatal)",
-)
 async def test_zombie_is_fenced_as_java_is(broker: Any, new_topic: Any) -> None:
+    """A zombie's send and commit fail with InvalidProducerEpoch (abortable, KIP-1050), as
+    Java's; it is a ProducerFenced too, so aiokafka-style ``except ProducerFenced`` holds."""
     broker.skip_on("tansu", "noida", reason="the Java client is the reference on Apache Kafka only")
     reason = java_oracle.unavailable_reason()
     if reason:
@@ -123,6 +120,7 @@ async def test_zombie_is_fenced_as_java_is(broker: Any, new_topic: Any) -> None:
             ours["zombie-send"] = None
         except Errors.KafkaError as exc:
             ours["zombie-send"] = type(exc).__name__
+            assert isinstance(exc, Errors.ProducerFenced)  # aiokafka's class for it
         try:
             await a.commit_transaction()
             ours["zombie-commit"] = None

@@ -25,6 +25,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -48,7 +49,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * commits one record;</li>
  * <li>{@code ctp --input I --group G --count N}: consume-transform-produce exactly once, reading
  * I read_committed and writing each value upper-cased to T with its offset committed in the
- * same transaction, until N records are processed.</li>
+ * same transaction, until N records are processed;</li>
+ * <li>{@code steps --proxies "B1;B2;..."}: for each bootstrap (a fault proxy answering one
+ * request with an injected error), with transactional id ID-i: one transaction of one record (steps {@code send}, {@code commit}), its
+ * abort when the commit failed ({@code abort}), then one more transaction ({@code next}: the
+ * first error of begin, send, commit). The tests run it through the fault proxy, which answers
+ * one request with an injected error: what the application sees of each error class
+ * (KIP-1050).</li>
  * </ul>
  */
 final class TxnOracle {
@@ -89,6 +96,7 @@ final class TxnOracle {
             case "zombie" -> zombie(o);
             case "abort-after-failed-send" -> abortAfterFailedSend(o);
             case "ctp" -> ctp(o);
+            case "steps" -> steps(o);
             default -> throw new IllegalArgumentException("unknown scenario " + o.get("scenario"));
         }
     }
@@ -187,6 +195,37 @@ final class TxnOracle {
         }
     }
 
+    private static void steps(Map<String, String> o) throws Exception {
+        String topic = o.get("topic");
+        String[] proxies = o.getOrDefault("proxies", o.get("bootstrap")).split(";");
+        for (int i = 0; i < proxies.length; i++) {
+            Map<String, String> c = new HashMap<>(o);
+            c.put("bootstrap", proxies[i]);
+            c.put("transactional-id", o.get("transactional-id") + "-" + i);
+            int n = i;
+            try (KafkaProducer<byte[], byte[]> p = producer(c)) {
+                p.initTransactions();
+                p.beginTransaction();
+                caseStep(n, "send", error(() -> p.send(record(topic, "first")).get()));
+                String commit = error(p::commitTransaction);
+                caseStep(n, "commit", commit);
+                if (commit != null) {
+                    caseStep(n, "abort", error(p::abortTransaction));
+                }
+                caseStep(n, "next", error(() -> {
+                    p.beginTransaction();
+                    p.send(record(topic, "next")).get();
+                    p.commitTransaction();
+                }));
+            }
+        }
+    }
+
+    private static void caseStep(int n, String name, String error) {
+        emit("{\"case\":" + n + ",\"step\":\"" + name + "\",\"error\":"
+            + (error == null ? "null" : "\"" + error + "\"") + "}");
+    }
+
     private static void ctp(Map<String, String> o) throws Exception {
         int count = Integer.parseInt(o.get("count"));
         String out = o.get("topic");
@@ -228,16 +267,26 @@ final class TxnOracle {
         void call() throws Exception;
     }
 
-    /** The simple class name of what {@code call} throws (an ExecutionException's cause), or null. */
+    /** The simple class name of what {@code call} throws (an ExecutionException's cause), or
+     *  null; a plain KafkaException wrapping another (Java's "in an error state") as
+     *  {@code KafkaException:CauseName}. */
     private static String error(Call call) {
         try {
             call.call();
             return null;
         } catch (ExecutionException e) {
-            return e.getCause().getClass().getSimpleName();
+            return name(e.getCause());
         } catch (Exception e) {
-            return e.getClass().getSimpleName();
+            return name(e);
         }
+    }
+
+    private static String name(Throwable e) {
+        String name = e.getClass().getSimpleName();
+        if (e.getClass() == KafkaException.class && e.getCause() != null) {
+            return name + ":" + e.getCause().getClass().getSimpleName();
+        }
+        return name;
     }
 
     private static void step(String name, String error) {
