@@ -50,6 +50,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <li>{@code ctp --input I --group G --count N}: consume-transform-produce exactly once, reading
  * I read_committed and writing each value upper-cased to T with its offset committed in the
  * same transaction, until N records are processed;</li>
+ * <li>{@code coordinator-kill --partitions P --pause-ms MS}: one transaction: values v-1000..1049
+ * on P partitions, flushed, a pause (the test kills the transaction coordinator meanwhile),
+ * v-1050..1099 and the commit ({@code commit}; {@code abort} when it failed), then v-2000..2009
+ * committed ({@code next});</li>
+ * <li>{@code bench --partitions P --records R --count N --warmup W}: W + N transactions of R
+ * 100-byte records spread over P partitions, committed one after another; one line with the
+ * seconds of the last N and each one's commit time ({@code commit_ns});</li>
  * <li>{@code steps --proxies "B1;B2;..."}: for each bootstrap (a fault proxy answering one
  * request with an injected error), with transactional id ID-i: one transaction of one record (steps {@code send}, {@code commit}), its
  * abort when the commit failed ({@code abort}), then one more transaction ({@code next}: the
@@ -97,6 +104,8 @@ final class TxnOracle {
             case "abort-after-failed-send" -> abortAfterFailedSend(o);
             case "ctp" -> ctp(o);
             case "steps" -> steps(o);
+            case "coordinator-kill" -> coordinatorKill(o);
+            case "bench" -> bench(o);
             default -> throw new IllegalArgumentException("unknown scenario " + o.get("scenario"));
         }
     }
@@ -137,7 +146,7 @@ final class TxnOracle {
         config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.get("transactional-id"));
         config.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
         config.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
-        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, o.getOrDefault("request-timeout-ms", "20000"));
         return new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
     }
 
@@ -224,6 +233,74 @@ final class TxnOracle {
     private static void caseStep(int n, String name, String error) {
         emit("{\"case\":" + n + ",\"step\":\"" + name + "\",\"error\":"
             + (error == null ? "null" : "\"" + error + "\"") + "}");
+    }
+
+    private static void coordinatorKill(Map<String, String> o) throws Exception {
+        String topic = o.get("topic");
+        int partitions = Integer.parseInt(o.getOrDefault("partitions", "2"));
+        long pause = Long.parseLong(o.getOrDefault("pause-ms", "8000"));
+        try (KafkaProducer<byte[], byte[]> p = producer(o)) {
+            p.initTransactions();
+            p.beginTransaction();
+            for (int i = 1000; i < 1050; i++) {
+                p.send(new ProducerRecord<>(topic, i % partitions, null, ("v-" + i).getBytes(StandardCharsets.UTF_8)));
+            }
+            p.flush();
+            Thread.sleep(pause);  // the test kills the coordinator meanwhile
+            String failed = error(() -> {
+                for (int i = 1050; i < 1100; i++) {
+                    p.send(new ProducerRecord<>(topic, i % partitions, null, ("v-" + i).getBytes(StandardCharsets.UTF_8)));
+                }
+                p.commitTransaction();
+            });
+            step("commit", failed);
+            if (failed != null) {
+                step("abort", error(p::abortTransaction));
+            }
+            step("next", error(() -> {
+                p.beginTransaction();
+                for (int i = 2000; i < 2010; i++) {
+                    p.send(new ProducerRecord<>(topic, i % partitions, null, ("v-" + i).getBytes(StandardCharsets.UTF_8)));
+                }
+                p.commitTransaction();
+            }));
+        }
+    }
+
+    private static void bench(Map<String, String> o) throws Exception {
+        String topic = o.get("topic");
+        int partitions = Integer.parseInt(o.getOrDefault("partitions", "1"));
+        int records = Integer.parseInt(o.getOrDefault("records", "10"));
+        int count = Integer.parseInt(o.getOrDefault("count", "200"));
+        int warmup = Integer.parseInt(o.getOrDefault("warmup", "20"));
+        byte[] value = new byte[100];
+        java.util.Arrays.fill(value, (byte) 'x');
+        long[] commits = new long[count];
+        try (KafkaProducer<byte[], byte[]> p = producer(o)) {
+            p.initTransactions();
+            long start = 0;
+            for (int t = -warmup; t < count; t++) {
+                if (t == 0) {
+                    start = System.nanoTime();
+                }
+                p.beginTransaction();
+                for (int i = 0; i < records; i++) {
+                    p.send(new ProducerRecord<>(topic, i % partitions, null, value));
+                }
+                long c = System.nanoTime();
+                p.commitTransaction();
+                if (t >= 0) {
+                    commits[t] = System.nanoTime() - c;
+                }
+            }
+            long elapsed = System.nanoTime() - start;
+            StringBuilder sb = new StringBuilder("{\"step\":\"bench\",\"seconds\":")
+                .append(elapsed / 1e9).append(",\"commit_ns\":[");
+            for (int t = 0; t < count; t++) {
+                sb.append(t == 0 ? "" : ",").append(commits[t]);
+            }
+            emit(sb.append("]}").toString());
+        }
     }
 
     private static void ctp(Map<String, String> o) throws Exception {
