@@ -56,7 +56,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * committed ({@code next});</li>
  * <li>{@code bench --partitions P --records R --count N --warmup W}: W + N transactions of R
  * 100-byte records spread over P partitions, committed one after another; one line with the
- * seconds of the last N and each one's commit time ({@code commit_ns});</li>
+ * seconds of the last N, each one's commit time ({@code commit_ns}) and begin-to-committed
+ * time ({@code txn_ns});</li>
  * <li>{@code steps --proxies "B1;B2;..."}: for each bootstrap (a fault proxy answering one
  * request with an injected error), with transactional id ID-i: one transaction of one record (steps {@code send}, {@code commit}), its
  * abort when the commit failed ({@code abort}), then one more transaction ({@code next}: the
@@ -276,6 +277,7 @@ final class TxnOracle {
         byte[] value = new byte[100];
         java.util.Arrays.fill(value, (byte) 'x');
         long[] commits = new long[count];
+        long[] txns = new long[count];
         try (KafkaProducer<byte[], byte[]> p = producer(o)) {
             p.initTransactions();
             long start = 0;
@@ -283,6 +285,7 @@ final class TxnOracle {
                 if (t == 0) {
                     start = System.nanoTime();
                 }
+                long b = System.nanoTime();
                 p.beginTransaction();
                 for (int i = 0; i < records; i++) {
                     p.send(new ProducerRecord<>(topic, i % partitions, null, value));
@@ -290,7 +293,9 @@ final class TxnOracle {
                 long c = System.nanoTime();
                 p.commitTransaction();
                 if (t >= 0) {
-                    commits[t] = System.nanoTime() - c;
+                    long e = System.nanoTime();
+                    commits[t] = e - c;
+                    txns[t] = e - b;
                 }
             }
             long elapsed = System.nanoTime() - start;
@@ -298,6 +303,10 @@ final class TxnOracle {
                 .append(elapsed / 1e9).append(",\"commit_ns\":[");
             for (int t = 0; t < count; t++) {
                 sb.append(t == 0 ? "" : ",").append(commits[t]);
+            }
+            sb.append("],\"txn_ns\":[");
+            for (int t = 0; t < count; t++) {
+                sb.append(t == 0 ? "" : ",").append(txns[t]);
             }
             emit(sb.append("]}").toString());
         }
