@@ -43,7 +43,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <ul>
  * <li>{@code commits}: three transactions of one record each, committed;</li>
  * <li>{@code zombie}: producer A commits one, producer B (same id) initialises, A's next send
- * and commit (the error of each), then B commits one;</li>
+ * commit and abort (the error of each), then B commits one;</li>
  * <li>{@code abort-after-failed-send}: a record the broker refuses (T has a small
  * max.message.bytes) fails its send, the commit fails, the abort works, the next transaction
  * commits one record;</li>
@@ -180,6 +180,7 @@ final class TxnOracle {
             a.beginTransaction();
             step("zombie-send", error(() -> a.send(record(topic, "a-zombie")).get()));
             step("zombie-commit", error(a::commitTransaction));
+            step("zombie-abort", error(a::abortTransaction));
             b.beginTransaction();
             b.send(record(topic, "b-committed")).get();
             b.commitTransaction();
