@@ -217,7 +217,7 @@ class KafkaClient:
         self._loop = asyncio.get_running_loop()
         try:
             await self._bootstrap_metadata()
-        except BaseException:
+        except BaseException:  # re-raised, cancellation included, after the cleanup
             # cancelled or failed: no half-made bootstrap connection may outlive this call
             # (a later start() would wait on it, or inherit its failure)
             self._pool.drop_bootstrap_conns()

@@ -40,7 +40,7 @@ from ._sasl import SaslSettings, authenticate
 from ._transport import Callback, FlowControl, Stream
 from .hooks import HookSet, emit
 from .protocol import messages as m
-from .protocol.session import Session, api_name, decode_answer, pick_version
+from .protocol.session import Session, api_name, capped_version, decode_answer, pick_version
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -270,11 +270,11 @@ class BrokerConnection(FlowControl):
                 f"ApiVersions v{version} to {self.host}:{self.port} failed"
             )
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        if version >= 3:
-            self.finalized_features_epoch = resp.finalized_features_epoch
-            self.finalized_features = {
-                f.name: f.max_version_level for f in resp.finalized_features or ()
-            }
+        # no version test here: below v3 the codec gives the fields' defaults (-1, none)
+        self.finalized_features_epoch = resp.finalized_features_epoch
+        self.finalized_features = {
+            f.name: f.max_version_level for f in resp.finalized_features or ()
+        }
 
     # ------------------------------------------------------------ versions
 
@@ -292,16 +292,6 @@ class BrokerConnection(FlowControl):
             )
             self._versions[request_class] = version
         return version
-
-    def _capped(self, request_class: Any, max_version: int) -> int:
-        """``max_version`` when both sides speak it, else UnsupportedVersionError."""
-        bmin = self.api_versions.get(request_class.API_KEY, (0, 0))[0]
-        if max_version < max(bmin, request_class.MIN_VERSION):
-            raise Errors.UnsupportedVersionError(
-                f"{request_class.__name__} v{max_version} or older is needed, and broker "
-                f"{self.host}:{self.port} (node {self.node_id}) speaks v{bmin} at least"
-            )
-        return max_version
 
     # ------------------------------------------------------------------ send
 
@@ -331,7 +321,8 @@ class BrokerConnection(FlowControl):
         if version is None:
             version = self.version_for(cls)
         if max_version is not None and version > max_version:
-            version = self._capped(cls, max_version)
+            where = f"broker {self.host}:{self.port} (node {self.node_id})"
+            version = capped_version(cls, self.api_versions, max_version, where)
         deadline = loop.time() + (
             (timeout_ms if timeout_ms is not None else self.answer_timeout_ms) / 1000
         )

@@ -166,18 +166,15 @@ class AIOKafkaConsumer:
         # (700 new objects): with 2048 per call a consume spent 0.16 of 1.04 us per record
         # in the garbage collector, promoting live records to older generations; with 500,
         # none when the caller keeps no new objects per record (benchmarks/README.md)
-        self._max_poll_records = max_poll_records or _BULK_LIMIT
-        self._consumer_timeout = consumer_timeout_ms / 1000
-        #: the named waits of request_timeout_ms (the client's)
-        self._timeouts = self._client.timeouts
-        self._exclude_internal = exclude_internal_topics
         self._subscription = SubscriptionState(auto_offset_reset)
         self._poller = Poller(
             self._subscription,
             on_consume=self._h_consume,
-            max_poll_records=self._max_poll_records,
-            consumer_timeout=self._consumer_timeout,
+            max_poll_records=max_poll_records or _BULK_LIMIT,
+            consumer_timeout=consumer_timeout_ms / 1000,
         )
+        self._timeouts = self._client.timeouts  # the named waits (Timeouts)
+        self._exclude_internal = exclude_internal_topics
         self._positions = Positions(self._subscription, self._parts, self._timeouts)
         self._fetcher_args: dict[str, Any] = dict(
             key_deserializer=key_deserializer,
@@ -220,7 +217,6 @@ class AIOKafkaConsumer:
         self._coordinator: Coordinator | None = None
         self._started = False
         self._closed = False
-        self._last_poll: dict[TopicPartition, int] = {}
         if topics:
             self._subscription.subscribe(topics)
             self._client.track_topics(topics)
@@ -315,7 +311,7 @@ class AIOKafkaConsumer:
                 await self._coordinator.close()
             if self._fetcher is not None:
                 await self._fetcher.close()
-        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+        except BaseException:  # cancelled on the way (re-raised): nothing stays running
             for part in (self._coordinator, self._fetcher):
                 if part is not None:
                     part.abandon()

@@ -406,8 +406,7 @@ class Fetcher:
     async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
         try:
             request = self._fetch_request(positions)
-            # a long poll: the broker holds it up to max_wait_ms
-            timeout = self._client.timeouts.client_wait_ms(self._max_wait_ms)
+            timeout = self._client.timeouts.client_wait_ms(self._max_wait_ms)  # a long poll
             cap = fetch_max_version(request)
             try:
                 response = await self._client.send(
@@ -430,9 +429,7 @@ class Fetcher:
                 response, positions, {t.topic: t.topic_id for t in request.topics}, node
             )
             self._g_fetch.ok()
-        except asyncio.CancelledError:
-            raise
-        except Errors.KafkaError as exc:
+        except Errors.KafkaError as exc:  # CancelledError (a BaseException) propagates
             log.warning("fetch from node %s failed: %r", node, exc)
             for tp in positions:
                 st = self._subs.assignment.get(tp)
@@ -565,9 +562,7 @@ class Fetcher:
             return
         try:
             found = await self.list_offsets(pending, timeout_ms=self._client.timeouts.retry_ms)
-        except asyncio.CancelledError:
-            raise
-        except Errors.KafkaError as exc:
+        except Errors.KafkaError as exc:  # CancelledError (a BaseException) propagates
             log.warning("offset reset failed: %r", exc)
             await asyncio.sleep(self._backoff)
             return

@@ -23,7 +23,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.hooks import apply_send
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.batch import RecordHandle, RecordHandles, check_record_size
-from aiokafka_lite.producer.partitioner import StickyPartitions
+from aiokafka_lite.producer.partitioner import StickyChoice, StickyPartitions
 from aiokafka_lite.producer.topics import Parts, TopicPartitions
 from aiokafka_lite.producer.user_batch import BatchBuilder
 from aiokafka_lite.records.batch_builder import RecordBatchBuilder, encoded_headers
@@ -126,15 +126,15 @@ class RecordAppender:
         if partition is None:
             if key is None and self._sticky is not None:
                 sticky = self._sticky.for_topic(topic, parts[0], parts[1])
-                partition = sticky[0]
+                partition = sticky.partition
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
         assert partition is not None
         headers = apply_send(self._h_send, topic, partition, key, value, headers or ())
         done = self.append_now(topic, value, key, partition, timestamp_ms, headers, parts)
         handle = done if type(done) is RecordHandle else await self.append_wait(*done)
-        if sticky is not None and sticky[1] is None:
-            sticky[1] = handle[0]  # later sends stay on this partition until the batch seals
+        if sticky is not None:
+            sticky.bind(handle[0])  # later sends stay on this partition until the batch seals
         return handle
 
     def append_now(
@@ -172,7 +172,7 @@ class RecordAppender:
         if partition is None:
             if key is None and self._sticky is not None:
                 sticky = self._sticky.for_topic(topic, parts[0], parts[1])
-                partition = sticky[0]
+                partition = sticky.partition
             else:
                 partition = self._partitioner(key, parts[0], parts[1])
         ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
@@ -183,8 +183,8 @@ class RecordAppender:
             if batch is not None:
                 idx = batch.append(ts, key, value, headers)
                 if idx is not None:
-                    if sticky is not None and sticky[1] is None:
-                        sticky[1] = batch  # later unkeyed sends take send()'s fast path
+                    if sticky is not None:
+                        sticky.bind(batch)  # later unkeyed sends take send()'s fast path
                     return RecordHandle((batch, idx, ts))
         return (topic, partition, ts, key, value, headers, sticky)
 
@@ -196,12 +196,12 @@ class RecordAppender:
         key: Any,
         value: Any,
         headers: Any,
-        sticky: list[Any] | None,
+        sticky: StickyChoice | None,
     ) -> RecordHandle:
         """The accumulator's append: opens a batch, waiting for buffer memory if needed."""
         handle = await self._acc.append(topic, partition, ts, key, value, headers)
-        if sticky is not None and sticky[1] is None:
-            sticky[1] = handle[0]
+        if sticky is not None:
+            sticky.bind(handle[0])
         return handle
 
     async def send_many(
@@ -254,10 +254,10 @@ class RecordAppender:
         i = 0
         n = len(vals)
         while i < n:
-            st: Any = None
+            st: StickyChoice | None = None
             if sticky is not None:  # a new batch moves to another partition (KIP-480)
                 st = sticky.for_topic(topic, parts[0], parts[1])
-                part = st[0]
+                part = st.partition
             elif part is None:
                 part = self._partitioner(None, parts[0], parts[1])
             assert part is not None
@@ -270,8 +270,8 @@ class RecordAppender:
                 batch = handle[0]
                 add_run(batch, handle[1], 1, ts)
                 i += 1
-            if st is not None and st[1] is None:
-                st[1] = batch
+            if st is not None:
+                st.bind(batch)
             if batch.sealed:  # closed for appends meanwhile (e.g. expired): open another
                 continue
             first = batch.builder.record_count
@@ -301,6 +301,7 @@ class RecordAppender:
         add = out.append
         part = partition
         batch: Any = None
+        st: StickyChoice | None = None
         for value in vals:
             if value is not None and len(value) > guard:
                 self._check_size(key, value, hdrs)
@@ -310,16 +311,15 @@ class RecordAppender:
                     add(RecordHandle((batch, idx, ts)))
                     continue
             if sticky is not None:  # a new batch: KIP-480 moves to another partition
-                part = sticky.for_topic(topic, parts[0], parts[1])[0]
+                st = sticky.for_topic(topic, parts[0], parts[1])
+                part = st.partition
             elif part is None:
                 part = self._partitioner(key, parts[0], parts[1])
             assert part is not None
             handle = await acc.append(topic, part, ts, key, value, hdrs)
             batch = handle[0]
-            if sticky is not None:
-                st = sticky.state[topic]
-                if st[1] is None:
-                    st[1] = batch
+            if st is not None:
+                st.bind(batch)
             add(handle)
         return out
 

@@ -30,7 +30,7 @@ from aiokafka_lite.producer.append import RecordAppender
 from aiokafka_lite.producer.arrow import send_table
 from aiokafka_lite.producer.batch import RecordHandle
 from aiokafka_lite.producer.options import MISSING, delivery_options, partition_from_metadata
-from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
+from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyChoice, StickyPartitions
 from aiokafka_lite.producer.sender import Sender
 from aiokafka_lite.producer.topics import TopicPartitions
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
@@ -132,8 +132,11 @@ class AIOKafkaProducer:
         self._delivery_timeout_ms = delivery_timeout_ms
         self._partitioner = partitioner
         self._sticky = StickyPartitions() if isinstance(partitioner, DefaultPartitioner) else None
-        # the sticky choice per topic, read directly by send()'s fast path
-        self._sticky_state = self._sticky.state if self._sticky is not None else {}
+        # a topic's current sticky choice, read by send()'s fast path
+        no_choices: dict[str, StickyChoice] = {}
+        self._sticky_current: Callable[[str], StickyChoice | None] = (
+            self._sticky.current if self._sticky is not None else no_choices.get
+        )
         self._topics = TopicPartitions(self.client, max_block_ms)
         self._topic_cache = self._topics.cache  # read directly by the send paths
         self._txn: TransactionManager | None = None
@@ -324,9 +327,9 @@ class AIOKafkaProducer:
             # needed: a record that fits in the batch fits in max_request_size (see _fast).
             if self._value_serializer is not None:
                 value = self._value_serializer(value)
-            sticky = self._sticky_state.get(topic)
+            sticky = self._sticky_current(topic)
             if sticky is not None:
-                batch = sticky[1]
+                batch = sticky.batch
                 if batch is not None:  # a sealed batch's append takes nothing
                     ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
                     idx = batch.append(ts, None, value)

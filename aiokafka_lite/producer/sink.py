@@ -374,9 +374,9 @@ class Sink:
                     self._acked(b, part.base_offset)
                 acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)
                 continue
+            # (INVALID_PRODUCER_EPOCH: InvalidProducerEpoch, a ProducerFenced as aiokafka raises,
+            # abortable in a transaction as Java's)
             err_cls = Errors.for_code(code)
-            if err_cls is Errors.InvalidProducerEpoch:  # another producer took over the id:
-                err_cls = Errors.ProducerFenced  # aiokafka's class for it
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
             if code in _APPENDED_UNACKED:
                 acc.mark_maybe_written(b)

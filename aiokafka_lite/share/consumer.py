@@ -249,7 +249,7 @@ class AIOKafkaShareConsumer:
                     exc,
                 )
             await self._membership.leave(left())
-        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+        except BaseException:  # cancelled on the way (re-raised): nothing stays running
             self._membership.cancel()
             for task in (self._round, self._acking, *self._async_commits):
                 if task is not None:

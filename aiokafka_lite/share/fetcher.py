@@ -217,7 +217,7 @@ class ShareFetcher:
                 self._client.request_update()
                 log.debug("ShareFetch to node %s failed: %r", node, exc)
                 return
-            except BaseException:  # cancelled mid-request: the session's state is unknown
+            except BaseException:  # cancelled mid-request (re-raised): the session is unknown
                 s.reset()
                 self._report(self._fail_all(acks, _released()))
                 raise
@@ -418,7 +418,7 @@ class ShareFetcher:
         except Errors.KafkaError as exc:
             s.reset()
             return self._fail_all(acks, exc)
-        except BaseException:
+        except BaseException:  # re-raised, cancellation included: the session is unknown
             s.reset()
             raise
         result = share_ops.parse_share_acknowledge(resp)
