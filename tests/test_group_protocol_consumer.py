@@ -117,6 +117,35 @@ async def test_classic_only_settings_refused() -> None:
         await ok.stop()
 
 
+async def test_without_a_group_id_every_partition_is_assigned(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """group_protocol='consumer' without a group_id: no membership protocol at all, as classic
+    (the consumer assigns itself every partition of the subscribed topic; no group traffic)."""
+    topic = await new_topic(partitions=2)
+    await produce(kafka_bootstrap, topic, 1, 2)
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap,
+        group_protocol="consumer",
+        auto_offset_reset="earliest",
+    )
+    await c.start()
+    try:
+        want = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+        assert c.assignment() == want
+        seen: set[TopicPartition] = set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while seen != want and loop.time() < deadline:
+            for tp, recs in (await c.getmany(timeout_ms=500)).items():
+                if recs:
+                    seen.add(tp)
+        assert seen == want
+    finally:
+        await c.stop()
+
+
 @pytest.mark.skip_broker(*NO_KIP848, reason=SKIP_REASON)
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
 async def test_server_assignor_splits_and_every_record_once(

@@ -37,7 +37,7 @@ from .arrow import records_table
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
-from .group import ClassicCoordinator, Coordinator
+from .group import Coordinator
 from .group848 import ConsumerGroupMember, group_protocol_args
 from .poll import Poller
 from .positions import Positions
@@ -138,12 +138,11 @@ class AIOKafkaConsumer:
             group_protocol,
             group_remote_assignor,
             client_rack,
+            group_id=group_id,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms,
             partition_assignment_strategy=partition_assignment_strategy,
         )
-        if group_id is None:  # no group, no membership protocol: every partition is assigned
-            coordinator_class, group_args = ClassicCoordinator, {}
         self._metrics = ClientMetrics()
         info = ClientInfo.of("consumer", client_id, group_id, bootstrap_servers)
         self._hooks = HookSet(
@@ -208,8 +207,7 @@ class AIOKafkaConsumer:
             **group_args,
         )
         self._coordinator_class = coordinator_class
-        # start() waits at most this long for the first assignment (then goes on in the
-        # background): a join can wait for other members up to their rebalance timeout
+        # start() waits at most this long for the first assignment (joins wait for other members)
         self._start_timeout = (
             max(self._timeouts.retry_ms, session_timeout_ms + (rebalance_timeout_ms or 0)) / 1000
         )

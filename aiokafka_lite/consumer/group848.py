@@ -499,6 +499,8 @@ def group_protocol_args(
     group_protocol: str,
     group_remote_assignor: str | None,
     client_rack: str | None,
+    *,
+    group_id: str | None,
     **classic_only: Any,
 ) -> tuple[type[ClassicCoordinator] | type[ConsumerGroupMember], dict[str, Any]]:
     """The consumer's coordinator class for ``group_protocol`` and its extra arguments.
@@ -506,6 +508,8 @@ def group_protocol_args(
     ``"consumer"`` refuses the settings the broker owns under KIP-848 (session timeout and
     heartbeat interval are the group's broker configs, the assignor runs on the broker), as the
     Java client refuses them when they are set: a value other than the default is an error.
+    Without a ``group_id`` there is no membership protocol: the classic driver assigns every
+    subscribed partition (after the same checks).
     """
     if group_protocol == "classic":
         if group_remote_assignor is not None:
@@ -530,6 +534,8 @@ def group_protocol_args(
         not isinstance(group_remote_assignor, str) or not group_remote_assignor
     ):
         raise ValueError(f"group_remote_assignor must be a name, got {group_remote_assignor!r}")
+    if group_id is None:
+        return ClassicCoordinator, {}
     return ConsumerGroupMember, {
         "server_assignor": group_remote_assignor,
         "client_rack": client_rack,
