@@ -85,6 +85,7 @@ class BrokerConnection(FlowControl):
         sasl_kerberos_domain_name: str | None = None,
         on_close: CloseCallback | None = None,
         hooks: HookSet | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"unknown security_protocol {security_protocol!r}")
@@ -93,6 +94,10 @@ class BrokerConnection(FlowControl):
         self.host = host
         self.port = port
         self.node_id = node_id
+        #: the cluster this connection means to reach (KIP-1242): with ``node_id``, sent in
+        #: ApiVersions v5+, and a broker of another cluster (or another node id) answers
+        #: REBOOTSTRAP_REQUIRED (``RebootstrapRequiredError`` from ``connect()``)
+        self.expected_cluster_id = cluster_id
         self.group = group
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -257,6 +262,8 @@ class BrokerConnection(FlowControl):
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION,
         )
+        if self.expected_cluster_id is not None and self.node_id is not None and self.node_id >= 0:
+            req.cluster_id, req.node_id = self.expected_cluster_id, self.node_id  # v5+ only
         version = req_cls.MAX_VERSION
         resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
         if resp.error_code == _UNSUPPORTED_VERSION:
