@@ -332,6 +332,7 @@ _APACHE_INTEROP_MODULES = (
     "test_records_broker",
     "test_topic_ids",
     "test_rebootstrap",
+    "test_telemetry",
 )
 #: Apache-only group-protocol modules (KIP-848 with the Java client, the live migration, churn,
 #: cooperative rebalancing): long-waiting rebalances, one shard with its own broker

@@ -26,6 +26,7 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, TelemetryPusher, consumer_metric_names
 from aiokafka_lite.structs import SubscriptionPattern, TopicPartition
 
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
@@ -126,6 +127,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         hooks: Iterable[object] | None = None,
         group_protocol: str = "classic",
         group_remote_assignor: str | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         # as aiokafka: the deprecated arguments are accepted with a DeprecationWarning
         if loop is not None:
@@ -166,6 +168,11 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             locals(), allow_auto_topic_creation=allow_auto_create_topics
         )
         self._client = self._settings.new_client(self._hooks)
+        self._telemetry = (
+            TelemetryPusher(self._client, lambda: consumer_metric_names(self.metrics()), client_id)
+            if enable_metrics_push
+            else None
+        )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
         self._allow_auto_create = allow_auto_create_topics
@@ -254,6 +261,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             self._client, subs, supervisor=self._fetcher.supervisor, **self._coordinator_args
         )
         self._started = True
+        if self._telemetry is not None:
+            self._telemetry.start()
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:
                 await self._wait_topics(sorted(wanted))
@@ -336,6 +345,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
                 await self._coordinator.close()
             if self._fetcher is not None:
                 await self._fetcher.close()
+            if self._telemetry is not None:  # KIP-714: the last push, terminating
+                await self._telemetry.close(CLOSE_TIMEOUT_S)
         except BaseException:  # cancelled on the way (it propagates): nothing stays running
             for part in (self._coordinator, self._fetcher):
                 if part is not None:
@@ -343,6 +354,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             raise
         finally:
             self._subscription.abort_waiters(Errors.ConsumerStoppedError("consumer is stopped"))
+            if self._telemetry is not None:
+                self._telemetry.abandon()
             await self._client.close()
 
     async def __aenter__(self) -> AIOKafkaConsumer:
