@@ -61,6 +61,10 @@ class ConsumerRebalanceListener:
         """Called with the partitions given to this consumer."""
 
 
+#: KIP-1092's GroupMembershipOperation values, as ``stop()`` takes them
+_MEMBERSHIP_OPERATIONS = ("default", "leave_group", "remain_in_group")
+
+
 class AIOKafkaConsumer(PollMixin, PositionsMixin):
     """Consume records from Kafka, in a consumer group or from manually assigned partitions.
 
@@ -335,14 +339,25 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
                 return
             await asyncio.sleep(0.01)
 
-    async def stop(self) -> None:
-        """Commit (auto commit), leave the group, stop background tasks and close connections."""
+    async def stop(self, *, group_membership_operation: str = "default") -> None:
+        """Commit (auto commit), leave the group, stop background tasks and close connections.
+
+        ``group_membership_operation`` (Java's ``CloseOptions``, KIP-1092): ``"default"`` (a
+        dynamic member leaves, a static one stays for its session), ``"leave_group"`` (a static
+        member leaves too) or ``"remain_in_group"`` (classic: no LeaveGroup, a dynamic member is
+        dropped at the end of its session; ``group_protocol="consumer"``: as ``"default"``, as
+        Java 4.4's consumer does)."""
+        if group_membership_operation not in _MEMBERSHIP_OPERATIONS:
+            raise Errors.IllegalArgumentError(
+                f"group_membership_operation must be one of {_MEMBERSHIP_OPERATIONS}, "
+                f"got {group_membership_operation!r}"
+            )
         if self._closed:
             return
         self._closed = True
         try:
             if self._coordinator is not None:
-                await self._coordinator.close()
+                await self._coordinator.close(group_membership_operation)
             if self._fetcher is not None:
                 await self._fetcher.close()
             if self._telemetry is not None:  # KIP-714: the last push, terminating
