@@ -266,10 +266,12 @@ class BrokerConnection(FlowControl):
             req.cluster_id, req.node_id = self.expected_cluster_id, self.node_id  # v5+ only
         version = req_cls.MAX_VERSION
         resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
-        if resp.error_code == _UNSUPPORTED_VERSION:
-            # The broker answered in the v0 body format and listed its own ApiVersions range.
+        while resp.error_code == _UNSUPPORTED_VERSION and version > 0:
+            # The broker answered in the v0 body format and listed its own ApiVersions range
+            # (again lower, e.g. a proxy's range, then the broker's behind it)
             theirs = [k for k in resp.api_keys if k.api_key == _API_VERSIONS_KEY]
-            version = min(theirs[0].max_version, req_cls.MAX_VERSION) if theirs else 0
+            lower = min(theirs[0].max_version, version - 1) if theirs else 0
+            version = max(lower, 0)
             resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
         if resp.error_code:
             raise Errors.for_code(resp.error_code)(

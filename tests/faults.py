@@ -402,7 +402,12 @@ def _only_versions_we_decode(resp: Any) -> None:
         cls = REQUESTS_BY_KEY.get(entry.api_key)
         if cls is None or entry.min_version > cls.MAX_VERSION:
             continue
-        top = _PROXY_API_VERSIONS_MAX if entry.api_key == API.API_VERSIONS else cls.MAX_VERSION
+        # Produce: up to v13, its by-topic-id class's (KIP-516), which the codec decodes
+        top = (
+            _PROXY_API_VERSIONS_MAX
+            if entry.api_key == API.API_VERSIONS
+            else (getattr(cls, "BY_ID", None) or cls).MAX_VERSION
+        )
         entry.max_version = min(entry.max_version, top)
         kept.append(entry)
     resp.api_keys = kept

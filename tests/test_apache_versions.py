@@ -95,7 +95,7 @@ async def test_produce_fetch_list_offsets_every_version(conn):
     name = f"sweep-pf-{uuid.uuid4().hex[:8]}"
     topic_id = await _create(conn, name)
     produced: list[bytes] = []
-    for v in _versions(conn, m.ProduceRequest):
+    for v in _versions(conn, m.ProduceRequest.BY_ID):  # v13+ name the topic by id (KIP-516)
         builder = RecordBatchBuilder(CODEC_NONE, batch_size=16384)
         value = f"produce-v{v}".encode()
         assert builder.append(1_700_000_000_000 + v, b"k", value, [("h", b"v")]) is not None
@@ -106,9 +106,14 @@ async def test_produce_fetch_list_offsets_every_version(conn):
             transactional_id=None,
             acks=-1,
             timeout_ms=10000,
-            topic_data=[m.ProduceRequest.TopicProduceData(name=name, partition_data=[part])],
+            topic_data=[
+                m.ProduceRequest.TopicProduceData(
+                    name=name, topic_id=topic_id, partition_data=[part]
+                )
+            ],
         )
         resp = await conn.send(req, _version=v)
+        assert (resp.responses[0].name or None) == (name if v < 13 else None), v
         answer = resp.responses[0].partition_responses[0]
         assert answer.error_code == 0, (v, answer)
         assert answer.base_offset == len(produced), v
@@ -350,7 +355,8 @@ async def test_api_version_table(broker: Any) -> None:
     for key, cls in sorted(m.REQUESTS_BY_KEY.items()):
         if key not in theirs:
             continue  # an API this broker does not have (none on 4.4)
-        used = pick_version(cls, theirs, "broker")
+        # Produce: the BY_ID class (v13, topics by id, KIP-516) when the metadata has ids
+        used = pick_version(getattr(cls, "BY_ID", None) or cls, theirs, "broker")
         newest = theirs[key][1]
         rows.append(f"  {cls.API_NAME:<28} v{used:<3} v{newest:<3} {'' if used == newest else '<'}")
         if used < newest:
