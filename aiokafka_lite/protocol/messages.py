@@ -50,7 +50,10 @@ TXN_V2_VERSIONS: dict[str, int] = {"Produce": 12, "EndTxn": 5, "TxnOffsetCommit"
 #: KIP-516 for Produce: v13 names topics by id only. ``ProduceRequest.BY_ID`` is the request
 #: class whose range reaches it (the client's floor up to v13; ``TXN_V2.BY_ID``: v12-13), for a
 #: request whose every topic has an id; the plain classes stop below it (by name).
-TOPIC_ID_VERSIONS: dict[str, int] = {"Produce": 13}
+TOPIC_ID_VERSIONS: dict[str, int] = {"Produce": 13, "TxnOffsetCommit": 6}
+#: the APIs whose by-id version exists under transactions V2 only (TxnOffsetCommit v6, KIP-1319:
+#: its V1 class stops at v4, ``TXN_V2.BY_ID`` is v5-6)
+_BY_ID_TXN_V2_ONLY = {"TxnOffsetCommit"}
 
 #: api_key -> request class
 REQUESTS_BY_KEY: dict[int, type[Struct]] = {}
@@ -102,7 +105,7 @@ def _build_api(spec: ApiSpec) -> None:
         assert spec.valid[0] <= by_id <= spec.valid[1], spec.name
         bases: list[tuple[Any, str]] = [(req, "BY_ID"), (req.TXN_V2, "TXN_V2.BY_ID")]  # type: ignore[attr-defined]
         for base, label in bases:
-            if base is None:
+            if base is None or (base is req and spec.name in _BY_ID_TXN_V2_ONLY):
                 continue
             ids: Any = type(req.__name__, (base,), {"__slots__": ()})
             ids.MIN_VERSION, ids.MAX_VERSION = base.MIN_VERSION, by_id
