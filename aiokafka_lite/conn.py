@@ -85,6 +85,7 @@ class BrokerConnection(FlowControl):
         sasl_kerberos_domain_name: str | None = None,
         on_close: CloseCallback | None = None,
         hooks: HookSet | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"unknown security_protocol {security_protocol!r}")
@@ -93,6 +94,10 @@ class BrokerConnection(FlowControl):
         self.host = host
         self.port = port
         self.node_id = node_id
+        #: the cluster this connection means to reach (KIP-1242): with ``node_id``, sent in
+        #: ApiVersions v5+, and a broker of another cluster (or another node id) answers
+        #: REBOOTSTRAP_REQUIRED (``RebootstrapRequiredError`` from ``connect()``)
+        self.expected_cluster_id = cluster_id
         self.group = group
         self.client_id = client_id
         #: the wait for one answer (the client passes its ``timeouts.request_ms``)
@@ -258,12 +263,16 @@ class BrokerConnection(FlowControl):
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION,
         )
+        if self.expected_cluster_id is not None and self.node_id is not None and self.node_id >= 0:
+            req.cluster_id, req.node_id = self.expected_cluster_id, self.node_id  # v5+ only
         version = req_cls.MAX_VERSION
         resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
-        if resp.error_code == _UNSUPPORTED_VERSION:
-            # The broker answered in the v0 body format and listed its own ApiVersions range.
+        while resp.error_code == _UNSUPPORTED_VERSION and version > 0:
+            # The broker answered in the v0 body format and listed its own ApiVersions range
+            # (again lower, e.g. a proxy's range, then the broker's behind it)
             theirs = [k for k in resp.api_keys if k.api_key == _API_VERSIONS_KEY]
-            version = min(theirs[0].max_version, req_cls.MAX_VERSION) if theirs else 0
+            lower = min(theirs[0].max_version, version - 1) if theirs else 0
+            version = max(lower, 0)
             resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
         if resp.error_code:
             raise Errors.for_code(resp.error_code)(

@@ -183,14 +183,20 @@ async def leader_assignment(m: Coordinator, joined: Any) -> dict[str, bytes]:
     return {mid: encode_assignment(a) for mid, a in result.items()}
 
 
-async def leave(m: Coordinator, reason: str, timeout: float | None = None) -> None:
-    """LeaveGroup (not for a static member: the broker keeps its partitions for it)."""
+async def leave(
+    m: Coordinator, reason: str, timeout: float | None = None, operation: str = "default"
+) -> None:
+    """LeaveGroup (``operation`` "default": not for a static member, the broker keeps its
+    partitions for it; "leave_group": a static member too; "remain_in_group": none, KIP-1092)."""
     if m.group_id is None or (m.generation < 0 and not m.member_id):
         return
-    if m.group_instance_id is not None or not m.member_id:
+    stays = operation == "remain_in_group" or (
+        m.group_instance_id is not None and operation != "leave_group"
+    )
+    if stays or not m.member_id:
         m.generation = -1
         return
-    request = leave_group_request(m.group_id, m.member_id, reason)
+    request = leave_group_request(m.group_id, m.member_id, reason, m.group_instance_id)
     if timeout is None:
         timeout = m._request_timeout_ms / 1000
     if timeout > 0:

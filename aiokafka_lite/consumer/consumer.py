@@ -26,6 +26,7 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, TelemetryPusher, consumer_metric_names
 from aiokafka_lite.structs import (
     ConsumerRecord,
     OffsetAndTimestamp,
@@ -54,6 +55,10 @@ __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 _BULK_LIMIT = 500
 
 log = logging.getLogger(__name__)
+
+
+#: KIP-1092's GroupMembershipOperation values, as ``stop()`` takes them
+_MEMBERSHIP_OPERATIONS = ("default", "leave_group", "remain_in_group")
 
 
 class AIOKafkaConsumer:
@@ -122,6 +127,7 @@ class AIOKafkaConsumer:
         hooks: Iterable[object] | None = None,
         group_protocol: str = "classic",
         group_remote_assignor: str | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         warn_ignored_arguments(loop, api_version)
         if max_poll_records is not None and (
@@ -154,6 +160,11 @@ class AIOKafkaConsumer:
             locals(), allow_auto_topic_creation=allow_auto_create_topics
         )
         self._client = self._settings.new_client(self._hooks)
+        self._telemetry = (
+            TelemetryPusher(self._client, lambda: consumer_metric_names(self.metrics()), client_id)
+            if enable_metrics_push
+            else None
+        )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
         self._allow_auto_create = allow_auto_create_topics
@@ -246,6 +257,8 @@ class AIOKafkaConsumer:
         )
         self._poller.attach(self._fetcher, self._coordinator)
         self._started = True
+        if self._telemetry is not None:
+            self._telemetry.start()
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:
                 await self._wait_topics(sorted(wanted))
@@ -298,17 +311,30 @@ class AIOKafkaConsumer:
             raise exc
         await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
 
-    async def stop(self) -> None:
-        """Commit (auto commit), leave the group, stop background tasks and close connections."""
+    async def stop(self, *, group_membership_operation: str = "default") -> None:
+        """Commit (auto commit), leave the group, stop background tasks and close connections.
+
+        ``group_membership_operation`` (Java's ``CloseOptions``, KIP-1092): ``"default"`` (a
+        dynamic member leaves, a static one stays for its session), ``"leave_group"`` (a static
+        member leaves too) or ``"remain_in_group"`` (classic: no LeaveGroup, a dynamic member is
+        dropped at the end of its session; ``group_protocol="consumer"``: as ``"default"``, as
+        Java 4.4's consumer does)."""
+        if group_membership_operation not in _MEMBERSHIP_OPERATIONS:
+            raise Errors.IllegalArgumentError(
+                f"group_membership_operation must be one of {_MEMBERSHIP_OPERATIONS}, "
+                f"got {group_membership_operation!r}"
+            )
         if self._closed:
             return
         self._closed = True
         self._poller.close()
         try:
             if self._coordinator is not None:
-                await self._coordinator.close()
+                await self._coordinator.close(group_membership_operation)
             if self._fetcher is not None:
                 await self._fetcher.close()
+            if self._telemetry is not None:  # KIP-714: the last push, terminating
+                await self._telemetry.close(CLOSE_TIMEOUT_S)
         except BaseException:  # cancelled on the way (re-raised): nothing stays running
             for part in (self._coordinator, self._fetcher):
                 if part is not None:
@@ -316,6 +342,8 @@ class AIOKafkaConsumer:
             raise
         finally:
             self._subscription.abort_waiters(Errors.ConsumerStoppedError("consumer is stopped"))
+            if self._telemetry is not None:
+                self._telemetry.abandon()
             await self._client.close()
 
     async def __aenter__(self) -> AIOKafkaConsumer:

@@ -191,8 +191,10 @@ class Coordinator(OffsetsMixin):
             if t is not None and not t.get_loop().is_closed():
                 t.cancel()
 
-    async def close(self, leave: bool = True) -> None:
-        """Commit (auto commit), leave the group (not for static members) and stop tasks."""
+    async def close(self, leave: str = "default") -> None:
+        """Commit (auto commit), leave the group and stop tasks; ``leave``: KIP-1092's group
+        membership operation, ``"default"`` (static members stay), ``"leave_group"`` or
+        ``"remain_in_group"``."""
         if self._closed:
             return
         self._closed = True
@@ -217,9 +219,9 @@ class Coordinator(OffsetsMixin):
                 log.warning(
                     "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
                 )
-        if leave:  # also with the coordinator unknown or dead: the leave looks it up again
-            budget = self._leave_budget(deadline - loop.time())
-            await self._leave_group("consumer stopped", max(0.0, budget))
+        # also with the coordinator unknown or dead: the leave looks it up again
+        budget = self._leave_budget(deadline - loop.time())
+        await self._leave_group("consumer stopped", max(0.0, budget), leave)
 
     def _leave_budget(self, remaining: float) -> float:
         """How long the leave at :meth:`close` may take, of the ``remaining`` close budget: at
@@ -587,8 +589,10 @@ class Coordinator(OffsetsMixin):
     async def _assign(self, joined: Any) -> dict[str, bytes]:
         return await classic.leader_assignment(self, joined)
 
-    async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
-        await classic.leave(self, reason, timeout)
+    async def _leave_group(
+        self, reason: str, timeout: float | None = None, operation: str = "default"
+    ) -> None:
+        await classic.leave(self, reason, timeout, operation)
 
     async def _heartbeat_loop(self) -> None:
         await classic.heartbeat_loop(self)

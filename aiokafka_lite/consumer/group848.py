@@ -124,9 +124,10 @@ class ConsumerGroupMember(Coordinator):
             exc, self.fatal = self.fatal, None
             raise exc
 
-    async def close(self, leave: bool = True) -> None:
+    async def close(self, leave: str = "default") -> None:
         """Commit (auto commit), leave with epoch -1 (-2 for a static member, so its restart
-        keeps the assignment) and stop the tasks."""
+        keeps the assignment; ``leave``: KIP-1092's operation, see ``ConsumerMember.leave``) and
+        stop the tasks."""
         await super().close(leave)
 
     def _leave_budget(self, remaining: float) -> float:
@@ -399,12 +400,14 @@ class ConsumerGroupMember(Coordinator):
                 self._wake.set()
         return delay
 
-    async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
+    async def _leave_group(
+        self, reason: str, timeout: float | None = None, operation: str = "default"
+    ) -> None:
         """Leave with epoch -1 (a static member: -2, the broker keeps its assignment for its
-        return within the session timeout)."""
+        return within the session timeout; ``operation``: KIP-1092's)."""
         if self.group_id is None:
             return
-        leave = self._m.leave()
+        leave = self._m.leave(operation)
         if leave is None:
             return
         if timeout is None:

@@ -26,8 +26,11 @@ from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops import ItemError
 from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.ops.offsets import (
+    offset_commit_max_version,
     offset_commit_request,
+    offset_fetch_max_version,
     offset_fetch_request,
+    offsets_topic_names,
     parse_offset_commit,
     parse_offset_fetch,
 )
@@ -89,6 +92,13 @@ class OffsetsMixin:
         """The member id and epoch an OffsetFetch carries (KIP-848 members; classic: none)."""
         return None, -1
 
+    def _topic_ids(self, tps: Iterable[TopicPartition]) -> dict[str, Any]:
+        """name -> topic id of the topics of ``tps`` the metadata has an id for: with all of
+        them, OffsetCommit / OffsetFetch go at v10, by topic id."""
+        cluster = self._client.cluster
+        ids = {tp.topic: cluster.topic_id(tp.topic) for tp in tps}
+        return {t: i for t, i in ids.items() if i is not None and i.int}
+
     def _check_group(self) -> None:
         if self.group_id is None:
             raise Errors.IllegalOperation("commit/committed need a group_id")
@@ -142,14 +152,16 @@ class OffsetsMixin:
             generation=self.generation if group_managed else -1,
             member_id=self.member_id if group_managed else "",
             group_instance_id=self.group_instance_id if group_managed else None,
+            topic_ids=self._topic_ids(offsets),
         )
+        names = offsets_topic_names(request)
         failed: list[TopicPartition] = []
 
         def error_of(resp: Any) -> int:
             # partitions committed are recorded; the first code that fails the commit wins,
             # else one worth a retry (a coordinator's error first: it is looked up again)
             retry = 0
-            for tp, code in parse_offset_commit(resp).items():
+            for tp, code in parse_offset_commit(resp, names).items():
                 if code == 0:
                     om = offsets[tp]
                     self._last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
@@ -193,6 +205,7 @@ class OffsetsMixin:
             on_error=self._commit_action,
             failure=failure,
             on_expired=_commit_timed_out("offset commit timed out"),
+            max_version=offset_commit_max_version(request),
         )
 
     @staticmethod
@@ -221,12 +234,18 @@ class OffsetsMixin:
         group_id: str = self.group_id  # type: ignore[assignment]  # checked by _check_group
         member_id, member_epoch = self._fetch_member()
         request = offset_fetch_request(
-            group_id, tps, self._require_stable, member_id=member_id, member_epoch=member_epoch
+            group_id,
+            tps,
+            self._require_stable,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            topic_ids=self._topic_ids(tps),
         )
+        names = offsets_topic_names(request)
         answer: list[Any] = []
 
         def error_of(resp: Any) -> int:
-            parsed = parse_offset_fetch(resp, group_id)[group_id]
+            parsed = parse_offset_fetch(resp, group_id, names)[group_id]
             answer[:] = [parsed]
             return parsed.code if isinstance(parsed, ItemError) else 0
 
@@ -245,8 +264,9 @@ class OffsetsMixin:
             what="OffsetFetch",
             failure=failure,
             on_expired=_commit_timed_out("fetching committed offsets timed out"),
+            max_version=offset_fetch_max_version(request),
         )
-        parsed = parse_offset_fetch(resp, group_id)[group_id]
+        parsed = parse_offset_fetch(resp, group_id, names)[group_id]
         assert not isinstance(parsed, ItemError)  # error_of returned 0
         out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
         for tp, om in parsed.items():

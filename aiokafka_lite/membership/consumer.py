@@ -261,12 +261,15 @@ class ConsumerMachine(Machine[ConsumerState]):
 
     # -- leaving --------------------------------------------------------------------------------
 
-    def leave(self) -> Leave | None:
+    def leave(self, operation: str = "default") -> Leave | None:
         """The leave heartbeat: epoch -1 (a static member: -2, the broker keeps its assignment
-        for its return); None when not in the group."""
+        for its return); None when not in the group. ``operation`` (KIP-1092): "leave_group":
+        -1 for a static member too; "remain_in_group" is "default" here, as for Java 4.4's
+        consumer (a dynamic member closing so is gone from the group at once, measured)."""
         if self.epoch < 0:
             return None
-        epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
+        static = self.instance_id is not None and operation != "leave_group"
+        epoch = STATIC_LEAVE_EPOCH if static else LEAVE_EPOCH
         self._to(ConsumerState.LEAVING)
         request = consumer_group_heartbeat_request(
             self.group_id,
