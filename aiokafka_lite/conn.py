@@ -40,6 +40,7 @@ from ._sasl import SaslSettings, authenticate
 from ._transport import Callback, FlowControl, Stream
 from .hooks import HookSet, emit
 from .protocol import messages as m
+from .protocol import session as handshake
 from .protocol.session import Session, api_name, capped_version, decode_answer, pick_version
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
@@ -50,8 +51,6 @@ log = logging.getLogger(__name__)
 CLIENT_SOFTWARE_NAME = "aiokafka-lite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-_UNSUPPORTED_VERSION = 35
-_API_VERSIONS_KEY = 18
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
 
@@ -267,23 +266,16 @@ class BrokerConnection(FlowControl):
             req.cluster_id, req.node_id = self.expected_cluster_id, self.node_id  # v5+ only
         version = req_cls.MAX_VERSION
         resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
-        while resp.error_code == _UNSUPPORTED_VERSION and version > 0:
-            # The broker answered in the v0 body format and listed its own ApiVersions range
-            # (again lower, e.g. a proxy's range, then the broker's behind it)
-            theirs = [k for k in resp.api_keys if k.api_key == _API_VERSIONS_KEY]
-            lower = min(theirs[0].max_version, version - 1) if theirs else 0
-            version = max(lower, 0)
+        while (lower := handshake.api_versions_retry(resp, version)) is not None:
+            version = lower
             resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
         if resp.error_code:
             raise Errors.for_code(resp.error_code)(
                 f"ApiVersions v{version} to {self.host}:{self.port} failed"
             )
-        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        # no version test here: below v3 the codec gives the fields' defaults (-1, none)
-        self.finalized_features_epoch = resp.finalized_features_epoch
-        self.finalized_features = {
-            f.name: f.max_version_level for f in resp.finalized_features or ()
-        }
+        self.api_versions, self.finalized_features_epoch, self.finalized_features = (
+            handshake.read_api_versions(resp)
+        )
 
     # ------------------------------------------------------------ versions
 

@@ -40,6 +40,7 @@ from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
 from .group import Coordinator
 from .group848 import ConsumerGroupMember, group_protocol_args
+from .options import BULK_LIMIT, check_arguments, check_membership_operation
 from .poll import Poller
 from .positions import Positions
 from .subscription import (
@@ -51,14 +52,7 @@ from .subscription import (
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 
-#: records one getmany() hands out when max_poll_records is None (Java's max.poll.records)
-_BULK_LIMIT = 500
-
 log = logging.getLogger(__name__)
-
-
-#: KIP-1092's GroupMembershipOperation values, as ``stop()`` takes them
-_MEMBERSHIP_OPERATIONS = ("default", "leave_group", "remain_in_group")
 
 
 class AIOKafkaConsumer:
@@ -130,16 +124,9 @@ class AIOKafkaConsumer:
         enable_metrics_push: bool = True,
     ) -> None:
         warn_ignored_arguments(loop, api_version)
-        if max_poll_records is not None and (
-            not isinstance(max_poll_records, int) or max_poll_records < 1
-        ):
-            raise ValueError("max_poll_records should be a positive integer")
-        if auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ValueError(f"invalid auto_offset_reset {auto_offset_reset!r}")
-        if isolation_level not in ("read_uncommitted", "read_committed"):
-            raise ValueError(f"Incorrect isolation level {isolation_level}")
-        if group_id is None and group_instance_id is not None:
-            raise ValueError("group_instance_id needs a group_id")
+        check_arguments(
+            max_poll_records, auto_offset_reset, isolation_level, group_id, group_instance_id
+        )
         coordinator_class, group_args = group_protocol_args(
             group_protocol,
             group_remote_assignor,
@@ -169,17 +156,11 @@ class AIOKafkaConsumer:
         self._group_instance_id = group_instance_id
         self._allow_auto_create = allow_auto_create_topics
         self._assignors = resolve_assignors(partition_assignment_strategy)
-        # max_poll_records=None: no fixed limit, but one call hands out at most _BULK_LIMIT
-        # records, so a huge buffered response never holds the event loop for long, and the
-        # records an application holds between two calls stay below CPython's gen-0 threshold
-        # (700 new objects): with 2048 per call a consume spent 0.16 of 1.04 us per record
-        # in the garbage collector, promoting live records to older generations; with 500,
-        # none when the caller keeps no new objects per record (benchmarks/README.md)
         self._subscription = SubscriptionState(auto_offset_reset)
         self._poller = Poller(
             self._subscription,
             on_consume=self._h_consume,
-            max_poll_records=max_poll_records or _BULK_LIMIT,
+            max_poll_records=max_poll_records or BULK_LIMIT,
             consumer_timeout=consumer_timeout_ms / 1000,
         )
         self._timeouts = self._client.timeouts  # the named waits (Timeouts)
@@ -280,8 +261,8 @@ class AIOKafkaConsumer:
         elif subs.user_assigned:
             # positions of the assign()ed partitions first: a record published right after
             # start() is then past the position, never before it ("latest" looked up late)
-            deadline = asyncio.get_running_loop().time() + self._start_timeout
-            await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
+            until = asyncio.get_running_loop().time() + self._start_timeout
+            await self._positions.wait_positions(until, self._client.cluster, lambda: self._closed)
 
     async def _wait_topics(self, topics: list[str]) -> None:
         """As aiokafka's start(): wait until every subscribed topic has partitions (created by
@@ -309,21 +290,15 @@ class AIOKafkaConsumer:
             exc, coordinator.fatal = coordinator.fatal, None
             await self.stop()
             raise exc
-        await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
+        await self._positions.wait_positions(deadline, self._client.cluster, lambda: self._closed)
 
     async def stop(self, *, group_membership_operation: str = "default") -> None:
         """Commit (auto commit), leave the group, stop background tasks and close connections.
 
-        ``group_membership_operation`` (Java's ``CloseOptions``, KIP-1092): ``"default"`` (a
-        dynamic member leaves, a static one stays for its session), ``"leave_group"`` (a static
-        member leaves too) or ``"remain_in_group"`` (classic: no LeaveGroup, a dynamic member is
-        dropped at the end of its session; ``group_protocol="consumer"``: as ``"default"``, as
-        Java 4.4's consumer does)."""
-        if group_membership_operation not in _MEMBERSHIP_OPERATIONS:
-            raise Errors.IllegalArgumentError(
-                f"group_membership_operation must be one of {_MEMBERSHIP_OPERATIONS}, "
-                f"got {group_membership_operation!r}"
-            )
+        ``group_membership_operation`` (KIP-1092, Java's ``CloseOptions``): ``"default"`` (a
+        dynamic member leaves, a static one stays), ``"leave_group"`` (a static one leaves too)
+        or ``"remain_in_group"`` (classic: no LeaveGroup; KIP-848: as ``"default"``, as Java's)."""
+        check_membership_operation(group_membership_operation)
         if self._closed:
             return
         self._closed = True
@@ -351,8 +326,7 @@ class AIOKafkaConsumer:
         return self
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
-        # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
-        # resource leak
+        # as aiokafka: a consumer garbage-collected without stop() is a resource leak
         if not getattr(self, "_closed", True):
             self._closed = True
             parts = [getattr(self, n, None) for n in ("_coordinator", "_fetcher", "_client")]
@@ -360,9 +334,6 @@ class AIOKafkaConsumer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    def _stopped(self) -> bool:
-        return self._closed
 
     def _parts(self) -> tuple[Fetcher, Coordinator]:
         if self._closed:
