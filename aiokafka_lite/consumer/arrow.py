@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.records.columns import ColumnBuffers
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
-__all__ = ["read_schema", "records_table"]
+__all__ = ["columns_table", "read_schema", "records_table"]
 
 
 def _pyarrow() -> Any:
@@ -79,6 +80,42 @@ def records_table(
         if include_headers:
             columns.append(
                 pa.array([list(r.headers) if r.headers else None for r in records], schema[7].type)
+            )
+        batches.append(pa.RecordBatch.from_arrays(columns, schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def columns_table(cols: Mapping[TopicPartition, ColumnBuffers], schema: Any) -> Any:
+    """One table of the column buffers of each partition (``schema``: :func:`read_schema`'s,
+    with headers when the buffers kept them): Arrow arrays over the buffers' bytes, one record
+    batch per partition, no copy and no Python object per record."""
+    pa = _pyarrow()
+    batches = []
+    for tp, c in cols.items():
+        n = len(c)
+        if not n:
+            continue
+        b = [pa.py_buffer(x) for x in c.bufs]
+        columns = [
+            pa.Array.from_buffers(pa.binary(), n, b[0:3]),
+            pa.Array.from_buffers(pa.binary(), n, b[3:6]),
+            pa.repeat(pa.scalar(tp.topic, pa.string()), n),
+            pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
+            pa.Array.from_buffers(pa.int64(), n, [None, b[6]]),
+            pa.Array.from_buffers(schema.field("timestamp").type, n, [None, b[7]]),
+            pa.Array.from_buffers(pa.int32(), n, [None, b[8]]),
+        ]
+        if c.headers:
+            h = c.header_count
+            entry = pa.StructArray.from_arrays(
+                [
+                    pa.Array.from_buffers(pa.string(), h, [None, b[11], b[12]]),
+                    pa.Array.from_buffers(pa.binary(), h, b[13:16]),
+                ],
+                fields=list(schema.field("headers").type.value_type),
+            )
+            columns.append(
+                pa.Array.from_buffers(schema.field("headers").type, n, b[9:11], children=[entry])
             )
         batches.append(pa.RecordBatch.from_arrays(columns, schema=schema))
     return pa.Table.from_batches(batches, schema=schema)

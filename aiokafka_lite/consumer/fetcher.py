@@ -31,6 +31,7 @@ from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.ops.fetch import NO_TOPIC_ID, fetch_request
 from aiokafka_lite.ops.fetch import max_version as fetch_max_version
+from aiokafka_lite.records.columns import ColumnBuffers
 from aiokafka_lite.records.reader import count_records
 from aiokafka_lite.structs import TopicPartition
 
@@ -137,6 +138,11 @@ class Fetcher:
         self._buffered_at.clear()
         self._data.set()
 
+    @property
+    def deserializes(self) -> bool:
+        """True when a key or value deserializer is set."""
+        return self._kd is not None or self._vd is not None
+
     def wake(self) -> None:
         """Ask the planner to look again (called on subscription changes); also wakes a
         waiting getmany() so it sees new errors and pause/resume at once."""
@@ -163,10 +169,15 @@ class Fetcher:
         return None
 
     def drain(
-        self, partitions: Collection[TopicPartition], max_records: int
-    ) -> dict[TopicPartition, list[Any]]:
-        """Take up to ``max_records`` buffered records (from ``partitions`` if given).
-        Raises the first pending partition error instead (once)."""
+        self,
+        partitions: Collection[TopicPartition],
+        max_records: int,
+        arrow_headers: bool | None = None,
+    ) -> dict[TopicPartition, Any]:
+        """Take up to ``max_records`` buffered records (from ``partitions`` if given), as lists
+        of records, or with ``arrow_headers`` not None as one :class:`ColumnBuffers` per
+        partition (headers kept when True). Raises the first pending partition error
+        instead (once)."""
         subs = self._subs.assignment
         if self._subs.errors or self._sup.pending is not None:
             self._raise_pending(partitions, subs)
@@ -189,7 +200,12 @@ class Fetcher:
             if st.paused:
                 continue
             try:
-                recs = buf.take(n)
+                recs: Any
+                if arrow_headers is None:
+                    recs = buf.take(n)
+                else:
+                    recs = ColumnBuffers(arrow_headers)
+                    buf.take_columns(n, recs)
             except Exception as exc:
                 # a record that cannot be decoded (KafkaError) or deserialized (the user's
                 # exception): the position stays AT it, nothing after it is skipped

@@ -18,7 +18,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
-from .arrow import records_table
+from .arrow import columns_table, read_schema, records_table
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,6 +92,19 @@ class PollMixin:
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Records per partition: whatever is buffered now, else waits up to ``timeout_ms``
         for some; at most ``max_records`` (default ``max_poll_records``) in total."""
+        recs = await self._poll(partitions, timeout_ms, max_records, None)
+        if recs and self._h_consume:
+            self._consumed(recs)
+        return recs
+
+    async def _poll(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        timeout_ms: int,
+        max_records: int | None,
+        arrow_headers: bool | None,
+    ) -> dict[TopicPartition, Any]:
+        """getmany()'s wait and drain (``arrow_headers``: see ``Fetcher.drain``)."""
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError("`max_records` must be a positive Integer")
         fetcher, coordinator = self._parts()
@@ -103,10 +116,8 @@ class PollMixin:
         deadline = loop.time() + timeout_ms / 1000
         while True:
             coordinator.poll()
-            recs = fetcher.drain(tps, n)
+            recs = fetcher.drain(tps, n, arrow_headers)
             if recs:
-                if self._h_consume:
-                    self._consumed(recs)
                 return recs
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -125,9 +136,18 @@ class PollMixin:
         """:meth:`getmany` as one ``pyarrow.Table`` with Spark's Kafka schema (key, value,
         topic, partition, offset, timestamp, timestampType, and headers when
         ``include_headers``): the same records, positions, commits and rebalances as
-        :meth:`getmany`, which it calls. Needs pyarrow (extra ``arrow``) and no deserializers."""
-        recs = await self.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
-        return records_table(recs, include_headers)
+        :meth:`getmany`. Needs pyarrow (extra ``arrow``) and no deserializers.
+
+        Fetched v2 batches are decoded straight into Arrow buffers, without a Python object
+        per record (by the compiled codec when installed); with ``on_consume`` hooks the
+        records go through :meth:`getmany` instead, as the hooks take record objects."""
+        fetcher, _ = self._parts()
+        if self._h_consume or fetcher.deserializes:
+            recs = await self.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+            return records_table(recs, include_headers)
+        schema = read_schema(include_headers)  # pyarrow missing: raised before any record moves
+        cols = await self._poll(partitions, timeout_ms, max_records, include_headers)
+        return columns_table(cols, schema)
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
         """The next record (from ``partitions`` if given); waits as long as it takes."""
