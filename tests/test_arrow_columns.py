@@ -197,3 +197,77 @@ class columns_pure:  # noqa: N801 - a context manager read as a phrase
 
     def __exit__(self, *exc: object) -> None:
         columns.native = self.saved
+
+
+_row = st.tuples(
+    st.one_of(st.integers(0, 20_000), st.integers(-(2**63), 2**63 - 1)),  # timestamp offsets
+    _blob,
+    _blob,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(_row, min_size=1, max_size=40),
+    limit=st.integers(61, 2000),
+    base=st.integers(0, 2**41),
+    sliced=st.integers(0, 3),
+    reorder=st.booleans(),
+)
+def test_append_columns_writes_what_append_writes(
+    rows: list[Any], limit: int, base: int, sliced: int, reorder: bool
+) -> None:
+    # the producer's columnar path: runs from the Arrow buffers, the rows it hands back (the
+    # first of a batch, timestamps the checks must see) through append(); the same batch
+    # bytes and the same rows taken as appending every row with append()
+    if not columns.native:
+        pytest.skip("aiokafka_lite_native not installed or disabled")
+    rows = [(base + ts if 0 <= ts <= 20_000 else ts, k, v) for ts, k, v in rows]
+    table = pa.table(
+        {
+            "key": pa.array([None] * sliced + [k for _, k, _ in rows], pa.binary()),
+            "value": pa.array([None] * sliced + [v for _, _, v in rows], pa.binary()),
+            "ts": pa.array([0] * sliced + [t for t, _, _ in rows], pa.int64()),
+        }
+    ).slice(sliced)
+    order = list(range(len(rows)))
+    if reorder:
+        order = order[1::2] + order[0::2]
+    keys, values, ts = (table.column(c).combine_chunks() for c in ("key", "value", "ts"))
+    kb = (*keys.buffers(), keys.offset)
+    vb = (*values.buffers(), values.offset)
+    tsbuf = ts.buffers()[1][ts.offset * 8 :]
+    idx = pa.array(order, pa.int64()).buffers()[1]
+
+    def by_append() -> tuple[int, str]:
+        b = RecordBatchBuilder(CODEC_NONE, batch_size=limit)
+        taken = 0
+        for r in order:
+            t, k, v = rows[r]
+            try:
+                if b.append(t, k, v) is None:
+                    break
+            except KafkaError as exc:
+                return taken, f"{type(exc).__name__}: {exc}"
+            taken += 1
+        return taken, b.build().hex()
+
+    def by_columns() -> tuple[int, str]:
+        b = RecordBatchBuilder(CODEC_NONE, batch_size=limit)
+        i = 0
+        while i < len(order):
+            j, state = b.append_columns(idx, i, len(order), tsbuf, 0, kb, vb)
+            i = j
+            if state == 1 or i == len(order):
+                break
+            if state == 2:
+                t, k, v = rows[order[i]]
+                try:
+                    if b.append(t, k, v) is None:
+                        break
+                except KafkaError as exc:
+                    return i, f"{type(exc).__name__}: {exc}"
+                i += 1
+        return i, b.build().hex()
+
+    assert by_columns() == by_append()

@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -622,6 +623,14 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t end = PyBytes_GET_SIZE(data);
     if (count > end / 7)
         Py_RETURN_NONE;
+    /* room for the whole section up front: one resize per buffer, not one per growth step */
+    {
+        Py_ssize_t c = (Py_ssize_t)count;
+        Py_ssize_t room[NB_PLAIN] = {c / 8 + 1, 4 * c, end, c / 8 + 1, 4 * c, end, 8 * c, 8 * c, 4 * c};
+        for (int b = 0; b < NB_PLAIN; b++)
+            if (col_reserve(&col[b], room[b]) < 0)
+                goto fail;
+    }
     Py_ssize_t n = col[6].len >> 3; /* rows already in the buffers */
     Py_ssize_t hn = with_headers ? (col[11].len >> 2) - 1 : 0; /* headers already */
     long long appended = 0, left_out = -1;
@@ -750,6 +759,224 @@ fail:
     return NULL;
 }
 
+
+/* ---- append_columns: v2 records from Arrow column buffers -------------------------------------
+ *
+ * append_columns(buf, count, base_ts, limit, rows, start, end, ts, ts_const, key, value)
+ *     -> (next, state, max_ts, last_ts)
+ *
+ * Appends rows start .. end-1 (rows: None, or an int64 buffer of row numbers to take in that
+ * order) to the builder's bytearray `buf`, the record encoding of append_record byte for byte
+ * (no headers). ts: None (every row stamped ts_const) or an int64 buffer of epoch ms. key,
+ * value: None (all null) or (validity buffer or None, int32 offsets, data, array offset) of an
+ * Arrow binary array. `next` is the first position not appended; state 0: all appended, 1: the
+ * batch is full (a record did not fit in `limit`), 2: the row at `next` needs the Python
+ * builder (the batch's first record, a timestamp out of range or a delta past int64). max_ts
+ * and last_ts: the builder's, after the appended rows (base_ts-relative fields unchanged). */
+typedef struct {
+    Py_buffer valid, offsets, data;
+    int has, has_valid;
+    Py_ssize_t off;
+} BinCol;
+
+static int
+bincol_open(BinCol *c, PyObject *spec)
+{
+    memset(c, 0, sizeof(*c));
+    if (spec == Py_None)
+        return 0;
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4) {
+        PyErr_SetString(PyExc_TypeError, "append_columns: a column is (validity, offsets, data, offset)");
+        return -1;
+    }
+    PyObject *v = PyTuple_GET_ITEM(spec, 0);
+    c->off = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 3));
+    if (c->off < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "append_columns: negative array offset");
+        return -1;
+    }
+    if (v != Py_None) {
+        if (PyObject_GetBuffer(v, &c->valid, PyBUF_SIMPLE) < 0)
+            return -1;
+        c->has_valid = 1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(spec, 1), &c->offsets, PyBUF_SIMPLE) < 0) {
+        if (c->has_valid)
+            PyBuffer_Release(&c->valid);
+        return -1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(spec, 2), &c->data, PyBUF_SIMPLE) < 0) {
+        if (c->has_valid)
+            PyBuffer_Release(&c->valid);
+        PyBuffer_Release(&c->offsets);
+        return -1;
+    }
+    c->has = 1;
+    return 0;
+}
+
+static void
+bincol_close(BinCol *c)
+{
+    if (!c->has)
+        return;
+    if (c->has_valid)
+        PyBuffer_Release(&c->valid);
+    PyBuffer_Release(&c->offsets);
+    PyBuffer_Release(&c->data);
+    c->has = 0;
+}
+
+/* row r's bytes: 0 (p, n set; n -1 for null), -1 when the buffers do not hold it */
+static inline int
+bincol_get(const BinCol *c, int64_t r, const uint8_t **p, Py_ssize_t *n)
+{
+    if (!c->has) {
+        *n = -1;
+        return 0;
+    }
+    int64_t k = c->off + r;
+    if (c->has_valid) {
+        if ((k >> 3) >= c->valid.len)
+            return -1;
+        if (!(((const uint8_t *)c->valid.buf)[k >> 3] & (1u << (k & 7)))) {
+            *n = -1;
+            return 0;
+        }
+    }
+    if ((k + 2) * 4 > c->offsets.len)
+        return -1;
+    int32_t a, b;
+    memcpy(&a, (const char *)c->offsets.buf + k * 4, 4);
+    memcpy(&b, (const char *)c->offsets.buf + k * 4 + 4, 4);
+    if (a < 0 || b < a || b > c->data.len)
+        return -1;
+    *p = (const uint8_t *)c->data.buf + a;
+    *n = b - a;
+    return 0;
+}
+
+static PyObject *
+append_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "append_columns takes 11 positional arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_columns needs a bytearray");
+        return NULL;
+    }
+    long long count = PyLong_AsLongLong(args[1]), base_ts = PyLong_AsLongLong(args[2]),
+              limit = PyLong_AsLongLong(args[3]), start = PyLong_AsLongLong(args[5]),
+              end = PyLong_AsLongLong(args[6]), ts_const = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer rows = {0}, tsb = {0};
+    BinCol key, value;
+    int have_rows = 0, have_ts = 0;
+    PyObject *result = NULL;
+    memset(&key, 0, sizeof key);
+    memset(&value, 0, sizeof value);
+    if (args[4] != Py_None) {
+        if (PyObject_GetBuffer(args[4], &rows, PyBUF_SIMPLE) < 0)
+            return NULL;
+        have_rows = 1;
+    }
+    if (args[7] != Py_None) {
+        if (PyObject_GetBuffer(args[7], &tsb, PyBUF_SIMPLE) < 0)
+            goto out;
+        have_ts = 1;
+    }
+    if (bincol_open(&key, args[9]) < 0 || bincol_open(&value, args[10]) < 0)
+        goto out;
+    if (start < 0 || end < start || (have_rows && end * 8 > rows.len)) {
+        PyErr_SetString(PyExc_ValueError, "append_columns: rows out of range");
+        goto out;
+    }
+    int state = 0;
+    long long i = start;
+    long long max_ts = LLONG_MIN;
+    long long last_ts = LLONG_MIN;
+    for (; i < end; i++) {
+        int64_t r = i;
+        if (have_rows)
+            memcpy(&r, (const char *)rows.buf + i * 8, 8);
+        if (r < 0) {
+            PyErr_SetString(PyExc_ValueError, "append_columns: a negative row number");
+            goto out;
+        }
+        long long ts = ts_const;
+        if (have_ts) {
+            if ((r + 1) * 8 > tsb.len) {
+                PyErr_SetString(PyExc_ValueError, "append_columns: the timestamps are too short");
+                goto out;
+            }
+            memcpy(&ts, (const char *)tsb.buf + r * 8, 8);
+        }
+        long long delta;
+        if (count == 0 || ts >= LLONG_MAX - 8191 || __builtin_sub_overflow(ts, base_ts, &delta)) {
+            state = 2;
+            break;
+        }
+        const uint8_t *kp = NULL, *vp = NULL;
+        Py_ssize_t kn, vn;
+        if (bincol_get(&key, r, &kp, &kn) < 0 || bincol_get(&value, r, &vp, &vn) < 0) {
+            PyErr_SetString(PyExc_ValueError, "append_columns: a row past the column's buffers");
+            goto out;
+        }
+        Py_ssize_t kl = kn < 0 ? 1 : put_uvarint(NULL, zigzag(kn)) + kn;
+        Py_ssize_t vl = vn < 0 ? 1 : put_uvarint(NULL, zigzag(vn)) + vn;
+        Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count))
+                        + kl + vl + 1;
+        Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
+        Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+        if ((long long)old + total > limit) {
+            state = 1;
+            break;
+        }
+        if (PyByteArray_Resize(buf, old + total) < 0)
+            goto out;
+        uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
+        p += put_uvarint(p, zigzag(rl));
+        *p++ = 0;
+        p += put_uvarint(p, zigzag(delta));
+        p += put_uvarint(p, zigzag(count));
+        if (kn < 0)
+            *p++ = 1;
+        else {
+            p += put_uvarint(p, zigzag(kn));
+            if (kn)
+                memcpy(p, kp, (size_t)kn);
+            p += kn;
+        }
+        if (vn < 0)
+            *p++ = 1;
+        else {
+            p += put_uvarint(p, zigzag(vn));
+            if (vn)
+                memcpy(p, vp, (size_t)vn);
+            p += vn;
+        }
+        *p = 0; /* no headers */
+        count++;
+        if (ts > max_ts)
+            max_ts = ts;
+        last_ts = ts;
+    }
+    result = Py_BuildValue("(LiLL)", i, state, max_ts, last_ts);
+out:
+    if (have_rows)
+        PyBuffer_Release(&rows);
+    if (have_ts)
+        PyBuffer_Release(&tsb);
+    bincol_close(&key);
+    bincol_close(&value);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
@@ -762,6 +989,9 @@ static PyMethodDef methods[] = {
      "decode_columns(bufs, data, count, base_offset, base_timestamp, log_append_time, "
      "timestamp_type, min_offset, limit) -> (appended, left_out) | None: records appended to "
      "Arrow column buffers (see the C source)."},
+    {"append_columns", (PyCFunction)(void (*)(void))append_columns, METH_FASTCALL,
+     "append_columns(buf, count, base_ts, limit, rows, start, end, ts, ts_const, key, value) "
+     "-> (next, state, max_ts, last_ts): v2 records from Arrow buffers (see the C source)."},
     {NULL, NULL, 0, NULL},
 };
 
