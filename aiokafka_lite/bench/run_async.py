@@ -146,6 +146,7 @@ async def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         values = value_pool(cfg.size)
         if cfg.api == "arrow":  # imported before the measurement
             import pyarrow  # type: ignore[import-untyped]  # noqa: F401
+            import pyarrow.compute  # type: ignore[import-untyped]  # noqa: F401
         workers = max(1, cfg.concurrency)
         shares = [cfg.records // workers + (i < cfg.records % workers) for i in range(workers)]
         note = None
@@ -321,7 +322,7 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     try:
         await _assign_all(cfg, consumer)
         if cfg.api == "arrow":  # imported before the measurement
-            import pyarrow.compute as pc  # type: ignore[import-untyped]
+            import pyarrow.compute as pc
         count = 0
         nbytes = 0
         note = None

@@ -122,7 +122,6 @@ def _binary(table: Any, name: str) -> tuple[Any, Any]:
 
 async def _send_columns(producer: AIOKafkaProducer, topic: str, table: Any) -> list[RecordHandle]:
     import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     n = table.num_rows
     keys, kbufs = _binary(table, "key")
@@ -142,6 +141,10 @@ async def _send_columns(producer: AIOKafkaProducer, topic: str, table: Any) -> l
         ts_const = time.time_ns() // 1000000
     # the partition of each row: explicit, else murmur2 of the key, else sticky (null)
     parts_col = None
+    if "partition" in table.column_names or keys is not None:
+        # pyarrow.compute only here: its first import costs ~1 s of CPU (not for a
+        # table of values alone)
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
     if "partition" in table.column_names:
         parts_col = table.column("partition").combine_chunks().cast(pa.int32())
     if keys is not None and (parts_col is None or parts_col.null_count):

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.consumer import AIOKafkaConsumer
@@ -105,7 +104,7 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
                 offsets = table.column("offset")
                 last = offsets[-1].as_py()
                 if last >= rng.end:  # offsets ascend: keep those below the range's end
-                    table = table.slice(0, pc.sum(pc.less(offsets, rng.end)).as_py() or 0)
+                    table = table.slice(0, _below(offsets, rng.end))
                     position = rng.end
                 else:
                     position = last + 1
@@ -129,6 +128,19 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
             yield _one_batch(parts)
     finally:
         await consumer.stop()
+
+
+def _below(offsets: pa.ChunkedArray, end: int) -> int:
+    """How many of the ascending ``offsets`` are below ``end`` (a binary search: no
+    pyarrow.compute, whose first import costs a Spark worker ~1 s of CPU)."""
+    lo, hi = 0, len(offsets)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if offsets[mid].as_py() < end:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _one_batch(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -263,6 +275,8 @@ def _by_topic(options: KafkaOptions, batch: pa.RecordBatch) -> Iterable[tuple[st
     if options.topic is not None:
         yield options.topic, table
         return
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
     topics = batch.column("topic")
     if topics.null_count:
         raise Errors.IllegalArgumentError("null topic in the 'topic' column")
