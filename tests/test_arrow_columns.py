@@ -271,3 +271,22 @@ def test_append_columns_writes_what_append_writes(
         return i, b.build().hex()
 
     assert by_columns() == by_append()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60),
+    parts=st.integers(1, 50),
+    sliced=st.integers(0, 5),
+)
+def test_key_hashes_are_the_partitioners(keys: list[Any], parts: int, sliced: int) -> None:
+    # send_arrow()'s keyed partitions: the C murmur2 over a (sliced) key column is the
+    # partitioner's positive murmur2 modulo the partition count, -1 for a null key
+    if not columns.native:
+        pytest.skip("aiokafka_lite_native not installed or disabled")
+    from aiokafka_lite.producer.partitioner import positive_murmur2
+
+    arr = pa.array([b"x"] * sliced + keys, pa.binary()).slice(sliced)
+    out = columns.native.key_hashes((*arr.buffers(), arr.offset), len(keys), parts)
+    got = list(pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(out)]).to_pylist())
+    assert got == [-1 if k is None else positive_murmur2(k) % parts for k in keys]

@@ -22,7 +22,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.records._native import native
 
 from .batch import RecordHandle
-from .partitioner import DefaultPartitioner, positive_murmur2
+from .partitioner import DefaultPartitioner
 
 if TYPE_CHECKING:
     from .producer import AIOKafkaProducer
@@ -152,11 +152,12 @@ async def _send_columns(producer: AIOKafkaProducer, topic: str, table: Any) -> l
         if meta is None:
             meta = await producer._topics.get(topic)
         every = meta[0]
-        distinct = pc.unique(keys.drop_null())
-        hashed = pa.array(
-            [every[positive_murmur2(k) % len(every)] for k in distinct.to_pylist()], pa.int32()
-        )
-        keyed = hashed.take(pc.index_in(keys, value_set=distinct))
+        index = pa.Array.from_buffers(
+            pa.int32(), n, [None, pa.py_buffer(native.key_hashes(kbufs, n, len(every)))]
+        )  # toPositive(murmur2(key)) % len(every) per row, -1 (never used) for a null key
+        if list(every) != list(range(len(every))):
+            index = pa.array(every, pa.int32()).take(pc.max_element_wise(index, 0))
+        keyed = pc.if_else(keys.is_valid(), index, pa.scalar(None, pa.int32()))
         parts_col = keyed if parts_col is None else pc.coalesce(parts_col, keyed)
     out: dict[int, RecordHandle] = {}
     row = _Row(keys, values, tsbuf, ts_const)

@@ -977,6 +977,81 @@ out:
     return result;
 }
 
+
+/* key_hashes(key, n, parts) -> bytes: toPositive(murmur2(key)) % parts of rows 0 .. n-1 of an
+ * Arrow binary column (the (validity, offsets, data, offset) tuple of append_columns) as n
+ * int32, -1 for a null key: the Java client's keyed partition index, for send_arrow(). */
+static PyObject *
+key_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "key_hashes takes 3 positional arguments");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    long parts = PyLong_AsLong(args[2]);
+    if (parts < 1 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "key_hashes: no partitions");
+    if (n < 0 || parts < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "key_hashes: negative row count");
+        return NULL;
+    }
+    BinCol key;
+    if (bincol_open(&key, args[0]) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (out == NULL) {
+        bincol_close(&key);
+        return NULL;
+    }
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+    const uint32_t m = 0x5bd1e995u;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const uint8_t *p = NULL;
+        Py_ssize_t len;
+        if (bincol_get(&key, r, &p, &len) < 0) {
+            PyErr_SetString(PyExc_ValueError, "key_hashes: a row past the column's buffers");
+            Py_DECREF(out);
+            bincol_close(&key);
+            return NULL;
+        }
+        int32_t v = -1;
+        if (len >= 0) {
+            uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+            Py_ssize_t n4 = len >> 2;
+            for (Py_ssize_t i = 0; i < n4; i++) {
+                uint32_t k = (uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8)
+                             | ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24);
+                k *= m;
+                k ^= k >> 24;
+                k *= m;
+                h *= m;
+                h ^= k;
+            }
+            Py_ssize_t base = len & ~(Py_ssize_t)3;
+            switch (len & 3) {
+            case 3:
+                h ^= (uint32_t)p[base + 2] << 16;
+                /* fall through */
+            case 2:
+                h ^= (uint32_t)p[base + 1] << 8;
+                /* fall through */
+            case 1:
+                h ^= (uint32_t)p[base];
+                h *= m;
+            }
+            h ^= h >> 13;
+            h *= m;
+            h ^= h >> 15;
+            v = (int32_t)((h & 0x7fffffffu) % (uint32_t)parts);
+        }
+        memcpy(o + 4 * r, &v, 4);
+    }
+    bincol_close(&key);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
@@ -992,6 +1067,9 @@ static PyMethodDef methods[] = {
     {"append_columns", (PyCFunction)(void (*)(void))append_columns, METH_FASTCALL,
      "append_columns(buf, count, base_ts, limit, rows, start, end, ts, ts_const, key, value) "
      "-> (next, state, max_ts, last_ts): v2 records from Arrow buffers (see the C source)."},
+    {"key_hashes", (PyCFunction)(void (*)(void))key_hashes, METH_FASTCALL,
+     "key_hashes(key, n, parts) -> bytes: positive murmur2 of each key of an Arrow binary column "
+     "modulo parts, as int32 (-1: null)."},
     {NULL, NULL, 0, NULL},
 };
 
