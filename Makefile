@@ -59,13 +59,15 @@ PYTHONS ?= 3.10 3.11 3.12 3.13
 pythons:
 	.ci/pythons $(PYTHONS)
 
-# the import contracts (DESIGN.md's layer table) are [tool.importlinter] in pyproject.toml
+# the import contracts (DESIGN.md's layer table) are [tool.importlinter] in pyproject.toml;
+# .ci/structure_check.py: modules of at most 600 lines, request_timeout_ms read only through Timeouts
 LINT_IMPORTS ?= $(dir $(PY))lint-imports
 lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy aiokafka_lite
 	$(LINT_IMPORTS) --no-cache
+	$(PY) .ci/structure_check.py
 
 # a release a user can install: wheel + sdist in dist/ (twine check --strict); `wheel-check`
 # also installs the wheel into clean venvs outside the repository and uses it there (no extras:

@@ -272,9 +272,7 @@ class MetadataRefresher:
         node_id = self._least_loaded_node()
         try:
             resp = await self._send(node_id, self.request())
-        except asyncio.CancelledError:
-            raise
-        except Errors.KafkaError as exc:
+        except Errors.KafkaError as exc:  # CancelledError (a BaseException) propagates
             log.info("metadata refresh via node %s failed: %s", node_id, exc)
             self._maybe_rebootstrap(f"no metadata since {exc!r}")
             return False

@@ -33,7 +33,7 @@ Held = tuple[Any, Any, int, Any, float]
 class Shell(Protocol):
     """What re-authentication needs of its connection."""
 
-    request_timeout_ms: int
+    answer_timeout_ms: int
     last_activity: float
     sasl: SaslSettings
     _held: list[Held] | None
@@ -90,7 +90,7 @@ class Reauthenticator:
         """KIP-368 on the connection's stream. A failure closes the connection with that error
         (the client reconnects, and a refused credential then surfaces as on any connect)."""
         conn = self._conn
-        deadline = conn._loop_time() + conn.request_timeout_ms / 1000
+        deadline = conn._loop_time() + conn.answer_timeout_ms / 1000
         try:
             ex = await prepare(conn.sasl, deadline)
             if conn.closed:

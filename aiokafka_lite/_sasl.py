@@ -377,7 +377,7 @@ async def _prepare_gssapi(settings: SaslSettings, deadline: float) -> GssapiClie
             return
         try:
             done.set_result(_gssapi_start(gssapi, service, host))
-        except BaseException as exc:  # handed to the awaiting task
+        except BaseException as exc:  # a thread, not a task: handed to the awaiting task
             done.set_exception(exc)
 
     threading.Thread(target=run, name="aiokafka_lite-gssapi", daemon=True).start()

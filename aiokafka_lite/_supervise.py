@@ -182,9 +182,7 @@ class Guard:
             try:
                 await body()
                 return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+            except Exception as exc:  # not CancelledError (a BaseException): it propagates
                 delay = self.failed(exc)
                 if after_error is not None:
                     after_error()

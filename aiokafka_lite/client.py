@@ -156,7 +156,7 @@ class KafkaClient:
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._conn_args: dict[str, Any] = dict(
             client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
+            request_timeout_ms=int(self.timeouts.request_ms),
             max_in_flight=max_in_flight_requests_per_connection,
             max_response_size=max_response_size,
             connections_max_idle_ms=connections_max_idle_ms,
@@ -217,7 +217,7 @@ class KafkaClient:
         self._loop = asyncio.get_running_loop()
         try:
             await self._bootstrap_metadata()
-        except BaseException:
+        except BaseException:  # re-raised, cancellation included, after the cleanup
             # cancelled or failed: no half-made bootstrap connection may outlive this call
             # (a later start() would wait on it, or inherit its failure)
             self._pool.drop_bootstrap_conns()

@@ -168,7 +168,6 @@ class ClusterMetadata:
         topic_ids: dict[str, Any] = {}
         internal: set[str] = set()
         unauthorized: set[str] = set()
-        by_broker: dict[int, set[TopicPartition]] = {}
         for t in metadata.topics:
             name = t.name
             if name is None:  # v12+ may answer by id only for unknown ids
@@ -195,31 +194,23 @@ class ClusterMetadata:
                     list(p.offline_replicas),
                 )
                 parts[p.partition_index] = meta
-                if p.leader_id >= 0:
-                    by_broker.setdefault(p.leader_id, set()).add(
-                        TopicPartition(name, p.partition_index)
-                    )
             partitions[name] = parts
         controller_id = metadata.controller_id
         if controller_id is None:
             controller_id = -1
-        self._snap = _Snapshot(
-            brokers=brokers,
-            partitions=partitions,
-            topic_errors=topic_errors,
-            topic_ids=topic_ids,
-            internal=frozenset(internal),
-            unauthorized=frozenset(unauthorized),
-            by_broker={k: frozenset(v) for k, v in by_broker.items()},
-            cluster_id=metadata.cluster_id,
-            controller_id=controller_id,
+        self._install(
+            _Snapshot(
+                brokers=brokers,
+                partitions=partitions,
+                topic_errors=topic_errors,
+                topic_ids=topic_ids,
+                internal=frozenset(internal),
+                unauthorized=frozenset(unauthorized),
+                by_broker=_by_broker(partitions),
+                cluster_id=metadata.cluster_id,
+                controller_id=controller_id,
+            )
         )
-        self.version += 1
-        for listener in list(self._listeners):
-            try:
-                listener(self)
-            except Exception:  # a listener bug must not break metadata updates
-                log.exception("cluster metadata listener %r failed", listener)
 
     def apply_leaders(
         self,
@@ -254,34 +245,14 @@ class ClusterMetadata:
         if not changed and brokers == snap.brokers:
             return current
         new_parts = {**parts, **changed}
-        by_broker: dict[int, set[TopicPartition]] = {}
-        for t, ps in new_parts.items():
-            for p, meta in ps.items():
-                if meta.leader >= 0:
-                    by_broker.setdefault(meta.leader, set()).add(TopicPartition(t, p))
-        self._snap = replace(
-            snap,
-            brokers=brokers,
-            partitions=new_parts,
-            by_broker={k: frozenset(v) for k, v in by_broker.items()},
+        self._install(
+            replace(snap, brokers=brokers, partitions=new_parts, by_broker=_by_broker(new_parts))
         )
-        self.version += 1
-        for listener in list(self._listeners):
-            try:
-                listener(self)
-            except Exception:  # a listener bug must not break metadata updates
-                log.exception("cluster metadata listener %r failed", listener)
         return current
 
     def forget(self) -> None:
         """Rebootstrap (KIP-899): no broker, no partition known any more; listeners run."""
-        self._snap = _Snapshot()
-        self.version += 1
-        for listener in list(self._listeners):
-            try:
-                listener(self)
-            except Exception:  # a listener bug must not break metadata updates
-                log.exception("cluster metadata listener %r failed", listener)
+        self._install(_Snapshot())
 
     def with_partitions(self, partitions: Iterable[PartitionMetadata]) -> None:
         """Add or replace partitions in place (tests and manual seeding)."""
@@ -289,22 +260,17 @@ class ClusterMetadata:
         new_parts = {t: dict(p) for t, p in snap.partitions.items()}
         for meta in partitions:
             new_parts.setdefault(meta.topic, {})[meta.partition] = meta
-        by_broker: dict[int, set[TopicPartition]] = {}
-        for t, parts in new_parts.items():
-            for p, meta in parts.items():
-                if meta.leader >= 0:
-                    by_broker.setdefault(meta.leader, set()).add(TopicPartition(t, p))
-        self._snap = _Snapshot(
-            brokers=snap.brokers,
-            partitions=new_parts,
-            topic_errors=snap.topic_errors,
-            topic_ids=snap.topic_ids,
-            internal=snap.internal,
-            unauthorized=snap.unauthorized,
-            by_broker={k: frozenset(v) for k, v in by_broker.items()},
-            cluster_id=snap.cluster_id,
-            controller_id=snap.controller_id,
-        )
+        self._snap = replace(snap, partitions=new_parts, by_broker=_by_broker(new_parts))
+
+    def _install(self, snap: _Snapshot) -> None:
+        """Make ``snap`` the current view, count a new version and tell the listeners."""
+        self._snap = snap
+        self.version += 1
+        for listener in list(self._listeners):
+            try:
+                listener(self)
+            except Exception:  # a listener bug must not break metadata updates
+                log.exception("cluster metadata listener %r failed", listener)
 
     def __repr__(self) -> str:
         s = self._snap
@@ -312,3 +278,15 @@ class ClusterMetadata:
             f"ClusterMetadata(brokers={len(s.brokers)}, topics={len(s.partitions)}, "
             f"controller={s.controller_id}, version={self.version})"
         )
+
+
+def _by_broker(
+    partitions: Mapping[str, Mapping[int, PartitionMetadata]],
+) -> dict[int, frozenset[TopicPartition]]:
+    """The partitions each node leads."""
+    led: dict[int, set[TopicPartition]] = {}
+    for topic, parts in partitions.items():
+        for p, meta in parts.items():
+            if meta.leader >= 0:
+                led.setdefault(meta.leader, set()).add(TopicPartition(topic, p))
+    return {k: frozenset(v) for k, v in led.items()}

@@ -75,7 +75,7 @@ _ALIAS_MODULES: dict[str, dict[str, str]] = {
     # read by libraries built on aiokafka: kstreams (BatchBuilder), tracers that patch
     # GroupCoordinator.commit_offsets (ddtrace), type hints naming the subscription state
     "aiokafka.producer.message_accumulator": {
-        "BatchBuilder": "aiokafka_lite.producer.batch:BatchBuilder"
+        "BatchBuilder": "aiokafka_lite.producer.user_batch:BatchBuilder"
     },
     "aiokafka.consumer.group_coordinator": {
         "GroupCoordinator": "aiokafka_lite.consumer.group:Coordinator"

@@ -40,7 +40,7 @@ from ._sasl import SaslSettings, authenticate
 from ._transport import Callback, FlowControl, Stream
 from .hooks import HookSet, emit
 from .protocol import messages as m
-from .protocol.session import Session, api_name, decode_answer, pick_version
+from .protocol.session import Session, api_name, capped_version, decode_answer, pick_version
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -95,7 +95,8 @@ class BrokerConnection(FlowControl):
         self.node_id = node_id
         self.group = group
         self.client_id = client_id
-        self.request_timeout_ms = request_timeout_ms
+        #: the wait for one answer (the client passes its ``timeouts.request_ms``)
+        self.answer_timeout_ms = request_timeout_ms
         self.max_in_flight = max_in_flight
         self.max_response_size = max_response_size
         self.connections_max_idle_ms = connections_max_idle_ms
@@ -191,7 +192,7 @@ class BrokerConnection(FlowControl):
         if self._closed or self._loop is not None:
             raise Errors.IllegalStateError("BrokerConnection.connect() may be called once")
         loop = self._loop = asyncio.get_running_loop()
-        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        timeout = (timeout_ms if timeout_ms is not None else self.answer_timeout_ms) / 1000
         deadline = loop.time() + timeout
         tls: dict[str, Any] = {}
         if self.security_protocol in ("SSL", "SASL_SSL"):
@@ -269,11 +270,11 @@ class BrokerConnection(FlowControl):
                 f"ApiVersions v{version} to {self.host}:{self.port} failed"
             )
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        if version >= 3:
-            self.finalized_features_epoch = resp.finalized_features_epoch
-            self.finalized_features = {
-                f.name: f.max_version_level for f in resp.finalized_features or ()
-            }
+        # no version test here: below v3 the codec gives the fields' defaults (-1, none)
+        self.finalized_features_epoch = resp.finalized_features_epoch
+        self.finalized_features = {
+            f.name: f.max_version_level for f in resp.finalized_features or ()
+        }
 
     # ------------------------------------------------------------ versions
 
@@ -291,16 +292,6 @@ class BrokerConnection(FlowControl):
             )
             self._versions[request_class] = version
         return version
-
-    def _capped(self, request_class: Any, max_version: int) -> int:
-        """``max_version`` when both sides speak it, else UnsupportedVersionError."""
-        bmin = self.api_versions.get(request_class.API_KEY, (0, 0))[0]
-        if max_version < max(bmin, request_class.MIN_VERSION):
-            raise Errors.UnsupportedVersionError(
-                f"{request_class.__name__} v{max_version} or older is needed, and broker "
-                f"{self.host}:{self.port} (node {self.node_id}) speaks v{bmin} at least"
-            )
-        return max_version
 
     # ------------------------------------------------------------------ send
 
@@ -330,9 +321,10 @@ class BrokerConnection(FlowControl):
         if version is None:
             version = self.version_for(cls)
         if max_version is not None and version > max_version:
-            version = self._capped(cls, max_version)
+            where = f"broker {self.host}:{self.port} (node {self.node_id})"
+            version = capped_version(cls, self.api_versions, max_version, where)
         deadline = loop.time() + (
-            (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+            (timeout_ms if timeout_ms is not None else self.answer_timeout_ms) / 1000
         )
 
         if not expect_response:  # no slot, nothing registered: written (or held) now
@@ -385,7 +377,7 @@ class BrokerConnection(FlowControl):
         version = self._versions.get(cls)
         if version is None:
             version = self.version_for(cls)
-        ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        ms = timeout_ms if timeout_ms is not None else self.answer_timeout_ms
         self._slots += 1
         try:
             self._issue(request, cls, version, Callback(on_done), loop.time() + ms / 1000)

@@ -22,10 +22,12 @@ __all__ = [
     "BrokerResponseError",
     "KafkaError",
     "RetryAction",
+    "TxnErrorClass",
     "for_code",
     "kafka_errors",
     "raise_for_code",
     "retry_action",
+    "txn_error_class",
 ]
 
 
@@ -49,6 +51,14 @@ class KafkaError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Client-side errors
 # --------------------------------------------------------------------------------------------
+
+
+class ApplicationRecoverableError(KafkaError):
+    """KIP-1050's application-recoverable errors (Java's ``ApplicationRecoverableException``):
+    the producer (or consumer member) was fenced by a newer one or lost its identity. It is done:
+    stop it; the application recovers by starting a new one (a producer with the same
+    ``transactional_id`` then aborts what this one left open). See
+    :func:`txn_error_class`."""
 
 
 class IllegalStateError(KafkaError):
@@ -363,7 +373,9 @@ class InvalidRequiredAcksError(BrokerResponseError, errno=21, name="INVALID_REQU
     """The requested acks value is invalid (use -1, 0 or 1)."""
 
 
-class IllegalGenerationError(BrokerResponseError, errno=22, name="ILLEGAL_GENERATION"):
+class IllegalGenerationError(
+    BrokerResponseError, ApplicationRecoverableError, errno=22, name="ILLEGAL_GENERATION"
+):
     """The generation id given by the member is not the group's current generation."""
 
 
@@ -377,7 +389,9 @@ class InvalidGroupIdError(BrokerResponseError, errno=24, name="INVALID_GROUP_ID"
     """The group id is invalid."""
 
 
-class UnknownMemberIdError(BrokerResponseError, errno=25, name="UNKNOWN_MEMBER_ID"):
+class UnknownMemberIdError(
+    BrokerResponseError, ApplicationRecoverableError, errno=25, name="UNKNOWN_MEMBER_ID"
+):
     """The coordinator does not know this member id."""
 
 
@@ -493,15 +507,28 @@ class DuplicateSequenceNumber(BrokerResponseError, errno=46, name="DUPLICATE_SEQ
     """The broker received a duplicate sequence number."""
 
 
-class InvalidProducerEpoch(BrokerResponseError, errno=47, name="INVALID_PRODUCER_EPOCH"):
-    """The producer epoch is older than the broker's: another producer took over."""
+class ProducerFenced(
+    BrokerResponseError, ApplicationRecoverableError, errno=90, name="PRODUCER_FENCED"
+):
+    """A newer producer with the same transactional id fenced this one."""
+
+
+class InvalidProducerEpoch(ProducerFenced, errno=47, name="INVALID_PRODUCER_EPOCH"):
+    """The producer epoch is older than the broker's: another producer took over.
+
+    A :class:`ProducerFenced` too: aiokafka raises ``ProducerFenced`` for this code, so its
+    ``except ProducerFenced`` clauses catch it here. From a Produce answer inside a transaction
+    it is abortable, as in the Java client (a zombie's send; its abort then meets
+    ``ProducerFenced``); from the transaction coordinator it is ``ProducerFenced`` itself."""
 
 
 class InvalidTxnState(BrokerResponseError, errno=48, name="INVALID_TXN_STATE"):
     """The operation is not valid in the transaction's current state."""
 
 
-class InvalidProducerIdMapping(BrokerResponseError, errno=49, name="INVALID_PRODUCER_ID_MAPPING"):
+class InvalidProducerIdMapping(
+    BrokerResponseError, ApplicationRecoverableError, errno=49, name="INVALID_PRODUCER_ID_MAPPING"
+):
     """The producer id does not match the transactional id's current producer id."""
 
 
@@ -665,7 +692,9 @@ class GroupMaxSizeReachedError(BrokerResponseError, errno=81, name="GROUP_MAX_SI
     """The group has reached its maximum size."""
 
 
-class FencedInstanceIdError(BrokerResponseError, errno=82, name="FENCED_INSTANCE_ID"):
+class FencedInstanceIdError(
+    BrokerResponseError, ApplicationRecoverableError, errno=82, name="FENCED_INSTANCE_ID"
+):
     """Another member with the same group.instance.id fenced this one."""
 
 
@@ -705,10 +734,6 @@ class ThrottlingQuotaExceededError(
     BrokerResponseError, errno=89, name="THROTTLING_QUOTA_EXCEEDED", retriable=True
 ):
     """The throttling quota was exceeded."""
-
-
-class ProducerFenced(BrokerResponseError, errno=90, name="PRODUCER_FENCED"):
-    """A newer producer with the same transactional id fenced this one."""
 
 
 class ResourceNotFoundError(BrokerResponseError, errno=91, name="RESOURCE_NOT_FOUND"):
@@ -1064,3 +1089,61 @@ def retry_action(
     if cls.retriable or issubclass(cls, KafkaTimeoutError):
         return RetryAction.RETRY
     return RetryAction.FATAL
+
+
+# --------------------------------------------------------------------------------------------
+# KIP-1050: what an error means to a transactional producer
+# --------------------------------------------------------------------------------------------
+
+
+class TxnErrorClass(enum.Enum):
+    """KIP-1050's classes of transaction errors, as the Java client 4.x sorts them (see
+    :func:`txn_error_class` and the transactions guide's table)."""
+
+    #: handled inside the client (retried until ``max_block_ms``/``delivery_timeout_ms``); the
+    #: application sees it only as a ``KafkaTimeoutError`` when retrying ran out
+    RETRIABLE = "retriable"
+    #: the transaction is lost, the producer is not: ``abort_transaction()`` and go on
+    ABORTABLE = "abortable"
+    #: the producer was fenced or lost its identity (:class:`ApplicationRecoverableError`):
+    #: stop it and start a new one with the same ``transactional_id``
+    APPLICATION_RECOVERABLE = "application_recoverable"
+    #: the producer cannot go on (an authorization or protocol failure, an invalid
+    #: transaction state): stop it, fix the cause
+    PRODUCER_FATAL = "producer_fatal"
+
+
+#: errors after which a transactional producer cannot go on and a new one would not help
+#: unless the cause is fixed (Java: fatal, or ``InvalidConfigurationException``)
+_PRODUCER_FATAL: tuple[type[KafkaError], ...] = (
+    InvalidTxnState,
+    TransactionCoordinatorFenced,
+    TransactionalIdAuthorizationFailed,
+    ClusterAuthorizationFailedError,
+    UnsupportedVersionError,
+    UnsupportedForMessageFormatError,
+    InvalidTransactionTimeout,
+    IncompatibleBrokerVersion,
+)
+
+
+def txn_error_class(err: BaseException | type[BaseException]) -> TxnErrorClass:
+    """The KIP-1050 class of an error a transactional producer raised (or of its class).
+
+    ``InvalidProducerEpoch`` is the one code whose class depends on where it came from: from
+    a Produce answer (``send()``, then ``commit_transaction()``) it is ABORTABLE, as Java's
+    ``InvalidProducerEpochException``; from the coordinator the producer raises
+    ``ProducerFenced`` instead. Anything that is not a :class:`KafkaError` is PRODUCER_FATAL.
+    """
+    cls = err if isinstance(err, type) else type(err)
+    if not issubclass(cls, KafkaError):
+        return TxnErrorClass.PRODUCER_FATAL
+    if issubclass(cls, InvalidProducerEpoch):
+        return TxnErrorClass.ABORTABLE
+    if issubclass(cls, ApplicationRecoverableError):
+        return TxnErrorClass.APPLICATION_RECOVERABLE
+    if issubclass(cls, _PRODUCER_FATAL):
+        return TxnErrorClass.PRODUCER_FATAL
+    if retry_action(cls).retriable:
+        return TxnErrorClass.RETRIABLE
+    return TxnErrorClass.ABORTABLE

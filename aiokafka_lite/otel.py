@@ -168,7 +168,7 @@ class OpenTelemetryHook(Hook):
         ) as span:
             try:
                 yield span
-            except BaseException as exc:
+            except BaseException as exc:  # re-raised: the span and metric only name the error
                 error = type(exc).__qualname__
                 raise
             finally:

@@ -346,7 +346,8 @@ _APACHE_GROUP_MODULES = (
 #: member driven step by step beside ours: a JVM per scenario, lock and session waits): two
 #: shards of their own, so the plain "apache" shard stays short
 _APACHE_SHARE_JAVA_MODULES = ("test_share_lifecycle_java", "test_share_java_api")
-_APACHE_848_JAVA_MODULES = ("test_group848_java_corners",)
+#: (and the transaction error classes beside Java: one JVM, ten fault proxies)
+_APACHE_848_JAVA_MODULES = ("test_group848_java_corners", "test_txn_errors")
 #: modules of long-waiting tests (fault paths, differential runs on aiokafka and on us): a
 #: second shard of each broker kind ("<kind>-b"), with its own broker
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")

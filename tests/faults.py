@@ -221,7 +221,7 @@ class FaultProxy:
         rules = [r for r in rules if r.active]
         if not rules:
             return frame
-        req_cls = REQUESTS_BY_KEY[key]
+        req_cls = _request_class(key, version)
         request = _decode_request(req_cls, version, frame)
         for rule in rules:
             if not rule.active or (rule.when is not None and not rule.when(request)):
@@ -304,7 +304,7 @@ class FaultProxy:
         )
         if not rules and not rewrite:
             return frame
-        req_cls = REQUESTS_BY_KEY[key]
+        req_cls = _request_class(key, version)
         if key == API.API_VERSIONS and not rules:
             try:
                 resp = decode_response(req_cls, version, frame[4:])
@@ -345,7 +345,7 @@ class FaultProxy:
                         k.max_version = min(k.max_version, rule.max_version)
                     known = REQUESTS_BY_KEY.get(k.api_key)
                     if known is not None:  # (newer clients: only versions the proxy can read)
-                        k.max_version = min(k.max_version, known.MAX_VERSION)
+                        k.max_version = min(k.max_version, _max_decoded(known))
                 changed = True
             elif rule.action == "drop":
                 return None
@@ -400,11 +400,27 @@ def _only_versions_we_decode(resp: Any) -> None:
     kept = []
     for entry in resp.api_keys or ():
         cls = REQUESTS_BY_KEY.get(entry.api_key)
-        if cls is None or entry.min_version > cls.MAX_VERSION:
+        if cls is None or entry.min_version > _max_decoded(cls):
             continue
-        entry.max_version = min(entry.max_version, cls.MAX_VERSION)
+        entry.max_version = min(entry.max_version, _max_decoded(cls))
         kept.append(entry)
     resp.api_keys = kept
+
+
+def _max_decoded(cls: Any) -> int:
+    """The newest version of a request class the codec reads: its transactions V2 version
+    (Produce v12, EndTxn v5, TxnOffsetCommit v5) where it has one, so a client behind the
+    proxy still speaks TV2 to a broker that offers it."""
+    v2 = getattr(cls, "TXN_V2", None)
+    return max(cls.MAX_VERSION, v2.MAX_VERSION if v2 is not None else -1)
+
+
+def _request_class(key: int, version: int) -> Any:
+    """The request class that reads ``version`` of API ``key`` (its TXN_V2 variant past the
+    TV1 range)."""
+    cls = REQUESTS_BY_KEY[key]
+    v2 = getattr(cls, "TXN_V2", None)
+    return v2 if v2 is not None and version > cls.MAX_VERSION else cls
 
 
 def _api_versions_too_new(corr: bytes) -> bytes:

@@ -24,7 +24,9 @@ the same way, in a second group coordinated by the same node and killed by the s
 its defaults (auto commit on, ``close()``'s 30 s): both takeover times are printed and recorded
 (``pytest -s``); ours is asserted, Java's reported. The surviving member is ours in both
 groups, so the times compare the stopped members. (Java 4.4's KIP-848 member does not retry its
-leave when the coordinator is unknown: its partitions wait for the session.)
+leave when the coordinator is unknown: its partitions wait for the session.) For share groups the
+Java ``KafkaShareConsumer`` 4.4 is closed the same way (``close()``'s default 30 s) beside one of
+ours, in a second share group coordinated by the killed node.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ SESSION_MS = 45000
 #: what the test asserts: the stopped member's partitions are the other's within this, counted
 #: from the coordinator's move
 TAKEOVER_S = 10.0
+#: how long the share test watches the Java member's partitions move (reported, not asserted)
+JAVA_WATCH_S = 15.0
 #: readiness (set-up) bounds, apart from what is asserted
 READY_S = 60.0
 PARTITIONS = 2
@@ -366,43 +370,99 @@ async def test_stop_after_a_coordinator_kill_hands_the_partitions_over(
 async def test_share_stop_after_a_coordinator_kill_hands_the_partitions_over(
     apache_cluster: Any, record_property: Callable[[str, object], None]
 ) -> None:
+    """Two share groups coordinated by the node killed: in ours, one of our two members is
+    stopped at once (asserted); in the other, the Java ``KafkaShareConsumer`` 4.4 beside one of
+    ours is closed at once with its default close bound (30 s) (reported)."""
+    from java_oracle import ShareScript, java_available
     from share_helpers import configure_group, need_share_groups
 
     await need_share_groups(apache_cluster)
     cluster = apache_cluster.process
     bootstrap = apache_cluster.bootstrap
     group, coordinator = await _group_at(bootstrap)
+    java_group = (await _group_at(bootstrap, coordinator))[0] if java_available() else None
     topic = await create_topic(bootstrap, PARTITIONS, leader=coordinator % 3 + 1)
-    await configure_group(bootstrap, group, share_auto_offset_reset="earliest")
+    for g in (group, java_group):
+        if g is not None:
+            await configure_group(bootstrap, g, share_auto_offset_reset="earliest")
     tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
-    members = [
-        AIOKafkaShareConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, request_timeout_ms=CLOSE_MS
+
+    def member(g: str) -> AIOKafkaShareConsumer:
+        return AIOKafkaShareConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=g, request_timeout_ms=CLOSE_MS
         )
-        for _ in range(2)
-    ]
-    ours = _Ours(members)
+
+    ours = _Ours([member(group), member(group)])
     move = _Move(bootstrap, group, coordinator)
+    java: ShareScript | None = None
+    java_side: _Ours | None = None
+    java_took_over: asyncio.Task[float] | None = None
     try:
         await ours.start()
+        if java_group is not None:
+            java = ShareScript(bootstrap, java_group)
+            await asyncio.to_thread(java.start)
+            await asyncio.to_thread(java.do, f"subscribe {topic}")
+            java_side = _Ours([member(java_group)])
+            await java_side.start()
         await wait_until("the two members share the partitions", lambda: ours.split(tps), READY_S)
+        if java is not None and java_side is not None:
+            survivor = java_side.members[0]
+
+            async def java_holds_one() -> bool:
+                assert java is not None
+                await asyncio.to_thread(java.do, "poll 500")  # joins at its first poll
+                return len(survivor.assignment()) == 1
+
+            await wait_until(
+                "the Java member and ours share the partitions", java_holds_one, READY_S
+            )
         await move.start()
         await asyncio.to_thread(cluster.node(coordinator).kill)
         killed_at = time.monotonic()
         move.watch()
+        java_close: asyncio.Future[Any] | None = None
+        java_closed: list[float] = []
+        if java is not None and java_side is not None:
+            java_took_over = _owns_all(java_side.members[0], tps)
+            java_close = asyncio.ensure_future(asyncio.to_thread(java.do, "close", 60.0))
+            java_close.add_done_callback(lambda _: java_closed.append(time.monotonic()))
         ours.polls[0].cancel()
         await asyncio.gather(ours.polls[0], return_exceptions=True)
-        stop_s, took_over_at = await _stop_and_measure(members[0], members[1], tps)
+        stop_s, took_over_at = await _stop_and_measure(ours.members[0], ours.members[1], tps)
         moved_at = await move.moved_at()
         _report(record_property, "share_ours_stop_s", stop_s)
         takeover_s = _check_and_report(
             record_property, "share_ours", killed_at, moved_at, took_over_at
         )
+        if java_close is not None and java_took_over is not None:
+            # watched for JAVA_WATCH_S after the move only: measured (twice), Java's close() does
+            # not retry its leave and the partitions wait for the 45 s session (55-57 s after
+            # the kill), which this test need not sit through each run
+            left = moved_at + JAVA_WATCH_S - time.monotonic()
+            done, _ = await asyncio.wait([java_took_over], timeout=max(left, 0.1))
+            if done:
+                _check_and_report(
+                    record_property, "share_java", killed_at, moved_at, java_took_over.result()
+                )
+            else:
+                print(
+                    f"\n[cluster] share_java: no takeover within {JAVA_WATCH_S:.0f} s of the move"
+                )
+                record_property("share_java_takeover_after_move_s", f">{JAVA_WATCH_S:.0f}")
+            await java_close
+            _report(record_property, "share_java_close_s", java_closed[0] - killed_at)
         assert stop_s <= CLOSE_MS / 1000 + 2, f"stop() took {stop_s:.1f} s"
         assert takeover_s <= TAKEOVER_S, (
             f"the partitions moved {takeover_s:.1f} s after the coordinator"
         )
     finally:
+        if java_took_over is not None:
+            java_took_over.cancel()
+        if java_side is not None:
+            await java_side.close()
+        if java is not None and java.running:
+            await asyncio.to_thread(java.stop, 60.0, check=False)
         await move.close()
         await ours.close()
         await asyncio.to_thread(cluster.bring_back)

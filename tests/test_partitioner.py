@@ -107,3 +107,27 @@ async def test_unkeyed_records_stick_per_batch(kafka_bootstrap: str, new_topic) 
     for i in range(1, len(mds)):
         if mds[i].partition == mds[i - 1].partition:
             assert mds[i].offset == mds[i - 1].offset + 1
+
+
+def test_sticky_choice_lasts_until_its_batch_seals():
+    """KIP-480: unkeyed records of a topic stay on one partition while the batch bound to the
+    choice is open; once it is sealed the next choice is another partition (when there is one);
+    only the first batch binds."""
+    from types import SimpleNamespace
+
+    from aiokafka_lite.producer.partitioner import StickyPartitions
+
+    sticky = StickyPartitions()
+    assert sticky.current("t") is None
+    first = sticky.for_topic("t", [0, 1, 2], [0, 1, 2])
+    assert sticky.for_topic("t", [0, 1, 2], [0, 1, 2]) is first  # no batch bound yet
+    batch = SimpleNamespace(sealed=False)
+    first.bind(batch)
+    first.bind(SimpleNamespace(sealed=False))  # a later batch does not replace it
+    assert sticky.current("t") is first and first.batch is batch
+    assert sticky.for_topic("t", [0, 1, 2], [0, 1, 2]) is first
+    batch.sealed = True
+    second = sticky.for_topic("t", [0, 1, 2], [0, 1, 2])
+    assert second is not first and second.partition != first.partition
+    assert second.batch is None and sticky.current("t") is second
+    assert sticky.for_topic("one", [5], []).partition == 5  # no partition available: any

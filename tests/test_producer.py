@@ -601,3 +601,81 @@ async def test_linger0_sends_of_one_turn_share_a_batch(
     assert sorted(r.value for r in got if r.value not in (b"warm-up", b"alone")) == sorted(
         b"%d" % i for i in range(n)
     )
+
+
+class _ShiftedClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock is ``time.monotonic()`` plus a day: a deadline computed on
+    one clock and compared with the other is a day off (every batch expired at once, or a
+    wait that never ends)."""
+
+    def time(self) -> float:
+        return super().time() + 86400.0
+
+
+async def _round_trip_on_the_loop_clock(bootstrap: str, ends_right: bool) -> None:
+    from aiokafka_lite import AIOKafkaConsumer
+    from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
+
+    loop = asyncio.get_running_loop()
+    topic = f"loop-clock-{time.time_ns()}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 2, 1)])
+    finally:
+        await admin.close()
+    # linger, retry back-offs and delivery_timeout_ms run on the batches' clock
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=20, delivery_timeout_ms=30000
+    )
+    await producer.start()
+    try:
+        handles = [await producer.send(topic, b"v%d" % i, partition=i % 2) for i in range(40)]
+        sent = await asyncio.wait_for(asyncio.gather(*handles), 30)
+    finally:
+        await producer.stop(timeout=10)
+    assert sorted(md.offset for md in sent) == sorted(list(range(20)) * 2)
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", request_timeout_ms=10000
+    )
+    consumer.assign(tps)
+    await consumer.start()
+    try:
+        got = 0
+        until = loop.time() + 30
+        while got < 40 and loop.time() < until:
+            got += sum(len(r) for r in (await consumer.getmany(timeout_ms=500)).values())
+        assert got == 40
+        ends = await consumer.end_offsets(tps)  # ListOffsets: a retry budget
+        if ends_right:  # Tansu's ListOffsets(latest) is the newest batch's base + 1 (DESIGN.md)
+            assert ends == {tp: 20 for tp in tps}
+        assert await consumer.position(tps[0]) == 20
+        # nothing more to read: getmany() returns after its timeout_ms, on the loop's clock
+        started = loop.time()
+        assert await consumer.getmany(timeout_ms=300) == {}
+        assert 0.25 <= loop.time() - started < 10
+    finally:
+        await consumer.stop()
+
+
+@pytest.mark.parametrize("loop_kind", ["shifted-clock", "uvloop"])
+def test_deadlines_run_on_the_event_loop_clock(broker: Any, loop_kind: str) -> None:
+    # _timeouts: every deadline (batches, back-offs, retry budgets, getmany's wait) is on the
+    # running loop's clock; on a loop whose clock is not time.monotonic() (shifted by a day,
+    # or uvloop's own) a produce/consume round trip behaves as on the default loop
+    if loop_kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        factory: Any = uvloop.new_event_loop
+    else:
+        factory = _ShiftedClockLoop
+    loop = factory()
+    try:
+        loop.run_until_complete(
+            asyncio.wait_for(
+                _round_trip_on_the_loop_clock(broker.bootstrap, broker.kind != "tansu"), 120
+            )
+        )
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

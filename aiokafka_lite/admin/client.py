@@ -81,7 +81,6 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
                 DeprecationWarning,
                 stacklevel=2,
             )
-        self._request_timeout_ms = request_timeout_ms
         # looking at a topic must never create it
         self._settings = ClientSettings.of(locals(), allow_auto_topic_creation=False)
         self._client = self._settings.new_client()
@@ -135,7 +134,7 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
         results = await topic_ops.create_topics(
             self._client,
             specs,
-            timeout_ms=timeout_ms or self._request_timeout_ms,
+            timeout_ms=timeout_ms or None,
             validate_only=validate_only,
         )
         return R.CreateTopicsResponse(
@@ -153,7 +152,7 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
         still be listed for a moment.
         """
         results = await topic_ops.delete_topics(
-            self._client, list(topics), timeout_ms=timeout_ms or self._request_timeout_ms
+            self._client, list(topics), timeout_ms=timeout_ms or None
         )
         return R.DeleteTopicsResponse(
             throttle_time_ms=0,
@@ -220,7 +219,7 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
         results = await topic_ops.create_partitions(
             self._client,
             counts,
-            timeout_ms=timeout_ms or self._request_timeout_ms,
+            timeout_ms=timeout_ms or None,
             validate_only=validate_only,
         )
         for r in results:
@@ -560,7 +559,7 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
         found = await offset_ops.delete_records(
             self._client,
             {TopicPartition(*tp): r.before_offset for tp, r in records_to_delete.items()},
-            timeout_ms=timeout_ms or self._request_timeout_ms,
+            timeout_ms=timeout_ms or None,
         )
         raise_item_errors(found, "DeleteRecords")
         return {tp: v for tp, v in found.items() if isinstance(v, int)}

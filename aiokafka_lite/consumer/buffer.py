@@ -158,6 +158,12 @@ class PartitionBuffer:
                 break
         return out
 
+    def take_arrow(self, n: int, headers: bool) -> ColumnBuffers:
+        """:meth:`take_columns` into new buffers (``headers``: keep the header columns)."""
+        cols = ColumnBuffers(headers)
+        self.take_columns(n, cols)
+        return cols
+
     def take_columns(self, n: int, cols: ColumnBuffers) -> int:
         """:meth:`take` into Arrow column buffers: up to ``n`` records appended to ``cols``
         without a Python object per record (v2 batches); returns how many. The same records,

@@ -5,10 +5,10 @@ The work happens in three objects this class wires together: :class:`Subscriptio
 per-partition buffers) and :class:`Coordinator` (group membership, commits, initial positions).
 
 This module holds the consumer's construction, lifecycle (start/stop), subscription, commit,
-pause and metadata calls; its record path (getmany/getone/``async for``) is
-:class:`~aiokafka_lite.consumer.poll.PollMixin`, its positions and offset look-ups
-:class:`~aiokafka_lite.consumer.positions.PositionsMixin`, and commit()'s checks live in
-:mod:`aiokafka_lite.consumer.commits`.
+pause and metadata calls, and the calls it delegates to its parts, each holding its own state:
+the record path (getmany/getone/``async for``) to :class:`~aiokafka_lite.consumer.poll.Poller`,
+positions and offset look-ups to :class:`~aiokafka_lite.consumer.positions.Positions`;
+commit()'s checks live in :mod:`aiokafka_lite.consumer.commits`.
 """
 
 from __future__ import annotations
@@ -18,24 +18,34 @@ import contextlib
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
-from aiokafka_lite._settings import ClientSettings
+from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
-from aiokafka_lite.structs import SubscriptionPattern, TopicPartition
+from aiokafka_lite.structs import (
+    ConsumerRecord,
+    OffsetAndTimestamp,
+    SubscriptionPattern,
+    TopicPartition,
+)
 
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
 from .group import Coordinator
 from .group848 import ConsumerGroupMember, group_protocol_args
-from .poll import PollMixin
-from .positions import PositionsMixin
-from .subscription import OFFSET_RESET_STRATEGIES, SubscriptionState
+from .poll import Poller
+from .positions import Positions
+from .subscription import (
+    OFFSET_RESET_STRATEGIES,
+    ConsumerRebalanceListener,
+    SubscriptionState,
+    check_subscribe,
+)
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
 
@@ -45,22 +55,7 @@ _BULK_LIMIT = 500
 log = logging.getLogger(__name__)
 
 
-class ConsumerRebalanceListener:
-    """Base class for rebalance callbacks (sync or async methods both work).
-
-    ``on_partitions_revoked`` runs before the consumer rejoins its group (commit or save
-    state there); ``on_partitions_assigned`` runs after the new assignment is known and before
-    fetching for it starts (``seek()`` there to choose where to start).
-    """
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
-        """Called with the partitions taken away from this consumer."""
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
-        """Called with the partitions given to this consumer."""
-
-
-class AIOKafkaConsumer(PollMixin, PositionsMixin):
+class AIOKafkaConsumer:
     """Consume records from Kafka, in a consumer group or from manually assigned partitions.
 
     Argument names and defaults are aiokafka's; ``partition_assignment_strategy`` also
@@ -127,15 +122,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         group_protocol: str = "classic",
         group_remote_assignor: str | None = None,
     ) -> None:
-        # as aiokafka: the deprecated arguments are accepted with a DeprecationWarning
-        if loop is not None:
-            warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
-        if api_version is not None:
-            warnings.warn(
-                "api_version is ignored: versions are negotiated with each broker",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+        warn_ignored_arguments(loop, api_version)
         if max_poll_records is not None and (
             not isinstance(max_poll_records, int) or max_poll_records < 1
         ):
@@ -176,11 +163,16 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         # (700 new objects): with 2048 per call a consume spent 0.16 of 1.04 us per record
         # in the garbage collector, promoting live records to older generations; with 500,
         # none when the caller keeps no new objects per record (benchmarks/README.md)
-        self._max_poll_records = max_poll_records or _BULK_LIMIT
-        self._consumer_timeout = consumer_timeout_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
-        self._exclude_internal = exclude_internal_topics
         self._subscription = SubscriptionState(auto_offset_reset)
+        self._poller = Poller(
+            self._subscription,
+            on_consume=self._h_consume,
+            max_poll_records=max_poll_records or _BULK_LIMIT,
+            consumer_timeout=consumer_timeout_ms / 1000,
+        )
+        self._timeouts = self._client.timeouts  # the named waits (Timeouts)
+        self._exclude_internal = exclude_internal_topics
+        self._positions = Positions(self._subscription, self._parts, self._timeouts)
         self._fetcher_args: dict[str, Any] = dict(
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
@@ -191,7 +183,6 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             check_crcs=check_crcs,
             isolation_level=isolation_level,
             retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
             hooks=self._hooks,
         )
         self._coordinator_args: dict[str, Any] = dict(
@@ -217,13 +208,12 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         # start() waits at most this long for the first assignment (then goes on in the
         # background): a join can wait for other members up to their rebalance timeout
         self._start_timeout = (
-            max(request_timeout_ms, session_timeout_ms + (rebalance_timeout_ms or 0)) / 1000
+            max(self._timeouts.retry_ms, session_timeout_ms + (rebalance_timeout_ms or 0)) / 1000
         )
         self._fetcher: Fetcher | None = None
         self._coordinator: Coordinator | None = None
         self._started = False
         self._closed = False
-        self._last_poll: dict[TopicPartition, int] = {}
         if topics:
             self._subscription.subscribe(topics)
             self._client.track_topics(topics)
@@ -253,20 +243,21 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         self._coordinator = self._coordinator_class(
             self._client, subs, supervisor=self._fetcher.supervisor, **self._coordinator_args
         )
+        self._poller.attach(self._fetcher, self._coordinator)
         self._started = True
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:
                 await self._wait_topics(sorted(wanted))
             else:  # they may not exist yet: learnt when they appear
                 with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(refresh), self._request_timeout_ms / 1000)
+                    await asyncio.wait_for(asyncio.shield(refresh), self._timeouts.retry_ms / 1000)
         if subs.pattern is not None or subs.broker_pattern is not None:
             # match the pattern before the first join; a broker-side pattern's topics are
             # known by id only: the metadata of every topic names them
             self._client.need_all_topics = True
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
                 await asyncio.wait_for(
-                    asyncio.shield(self._client.request_update()), self._request_timeout_ms / 1000
+                    asyncio.shield(self._client.request_update()), self._timeouts.retry_ms / 1000
                 )
         self._fetcher.start()
         self._coordinator.start()
@@ -275,7 +266,8 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         elif subs.user_assigned:
             # positions of the assign()ed partitions first: a record published right after
             # start() is then past the position, never before it ("latest" looked up late)
-            await self._wait_positions(asyncio.get_running_loop().time() + self._start_timeout)
+            deadline = asyncio.get_running_loop().time() + self._start_timeout
+            await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
 
     async def _wait_topics(self, topics: list[str]) -> None:
         """As aiokafka's start(): wait until every subscribed topic has partitions (created by
@@ -283,7 +275,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         after request_timeout_ms."""
         try:
             for topic in topics:
-                await self._client.wait_for_topic(topic, self._request_timeout_ms)
+                await self._client.wait_for_topic(topic)  # timeouts.retry_ms
         except Errors.KafkaTimeoutError as exc:
             await self.stop()
             raise Errors.UnknownTopicOrPartitionError(str(exc)) from None
@@ -303,40 +295,20 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
             exc, coordinator.fatal = coordinator.fatal, None
             await self.stop()
             raise exc
-        await self._wait_positions(deadline)
-
-    async def _wait_positions(self, deadline: float) -> None:
-        """Until every assigned partition the metadata knows has a position (or until
-        ``deadline``, loop time)."""
-        loop = asyncio.get_running_loop()
-        subs = self._subscription
-        cluster = self._client.cluster
-
-        def unset() -> bool:
-            return any(
-                tp.partition in (cluster.partitions_for_topic(tp.topic) or ())
-                for tp in subs.missing_positions() + [tp for tp, _ in subs.pending_resets()]
-            )
-
-        while unset():
-            # a partition whose position cannot be set (e.g. NoOffsetForPartitionError with
-            # auto_offset_reset="none") holds its error for the next poll: return now, as
-            # aiokafka's start() does, instead of waiting out the start timeout
-            if loop.time() >= deadline or self._closed or subs.errors:
-                return
-            await asyncio.sleep(0.01)
+        await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
 
     async def stop(self) -> None:
         """Commit (auto commit), leave the group, stop background tasks and close connections."""
         if self._closed:
             return
         self._closed = True
+        self._poller.close()
         try:
             if self._coordinator is not None:
                 await self._coordinator.close()
             if self._fetcher is not None:
                 await self._fetcher.close()
-        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+        except BaseException:  # cancelled on the way (re-raised): nothing stays running
             for part in (self._coordinator, self._fetcher):
                 if part is not None:
                     part.abandon()
@@ -353,22 +325,15 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
         # resource leak
         if not getattr(self, "_closed", True):
-            # release its sockets and tasks now, as aiokafka's do when collected with it (first:
-            # the warning raises where warnings are errors)
             self._closed = True
-            for name in ("_coordinator", "_fetcher", "_client"):
-                part = getattr(self, name, None)
-                if part is not None:
-                    part.abandon()
-            loop = getattr(getattr(self, "_client", None), "_loop", None)
-            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
-                loop.call_exception_handler(
-                    {"consumer": self, "message": "Unclosed AIOKafkaConsumer"}
-                )
-            _warn(f"Unclosed AIOKafkaConsumer {self!r}", ResourceWarning, source=self)
+            parts = [getattr(self, n, None) for n in ("_coordinator", "_fetcher", "_client")]
+            report_unclosed(self, "consumer", parts, getattr(self, "_client", None), _warn)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def _stopped(self) -> bool:
+        return self._closed
 
     def _parts(self) -> tuple[Fetcher, Coordinator]:
         if self._closed:
@@ -376,6 +341,94 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         if self._fetcher is None or self._coordinator is None:
             raise Errors.IllegalStateError("consumer is not started: call start() first")
         return self._fetcher, self._coordinator
+
+    # -- records (Poller) ------------------------------------------------------------------
+    def __aiter__(self) -> AIOKafkaConsumer:
+        if self._closed:  # as aiokafka: iterating a stopped consumer is an error
+            raise Errors.ConsumerStoppedError("consumer is stopped")
+        return self
+
+    def __anext__(self) -> Awaitable[ConsumerRecord[Any, Any]]:
+        # the poller's coroutine itself, not one awaiting it: one coroutine per record
+        return self._poller.anext()
+
+    async def getmany(
+        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Records per partition: whatever is buffered now, else waits up to ``timeout_ms``
+        for some; at most ``max_records`` (default ``max_poll_records``) in total."""
+        return await self._poller.getmany(partitions, timeout_ms, max_records)
+
+    async def getmany_arrow(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: int = 0,
+        max_records: int | None = None,
+        include_headers: bool = False,
+    ) -> Any:
+        """:meth:`getmany` as one ``pyarrow.Table`` with Spark's Kafka schema (key, value,
+        topic, partition, offset, timestamp, timestampType, and headers when
+        ``include_headers``): the same records, positions, commits and rebalances as
+        :meth:`getmany`, without a Python object per record. Needs pyarrow (extra ``arrow``)
+        and no deserializers."""
+        poller = self._poller
+        return await poller.getmany_arrow(partitions, timeout_ms, max_records, include_headers)
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
+        """The next record (from ``partitions`` if given); waits as long as it takes."""
+        return await self._poller.getone(partitions)
+
+    # -- positions and offset look-ups (Positions) -----------------------------------------
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Fetch from ``offset`` next (the buffered data of that partition is dropped)."""
+        self._positions.seek(partition, offset)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the log start offset of the partitions (all assigned if none given)."""
+        await self._positions.seek_to_beginning(*partitions)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the end (next offset to be written) of the partitions (all if none given)."""
+        await self._positions.seek_to_end(*partitions)
+
+    async def seek_to_committed(
+        self, *partitions: TopicPartition
+    ) -> dict[TopicPartition, int | None]:
+        """Seek to the committed offsets; returns them (None: nothing committed, not moved)."""
+        return await self._positions.seek_to_committed(*partitions)
+
+    async def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record to be handed out (waits until it is known)."""
+        return await self._positions.position(partition)
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the latest fetch (None before one)."""
+        return self._positions.highwater(partition)
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The partition's last stable offset from the latest fetch (None before one)."""
+        return self._positions.last_stable_offset(partition)
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When (ms since the epoch) the latest fetch answer for ``partition`` arrived (None
+        before one), as aiokafka's."""
+        return self._positions.last_poll_timestamp(partition)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The earliest offset whose timestamp is >= the given one, per partition."""
+        return await self._positions.offsets_for_times(timestamps)
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Log start offset per partition."""
+        return await self._positions.beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log end offset (next offset to be written) per partition."""
+        return await self._positions.end_offsets(partitions)
 
     # -- subscription ----------------------------------------------------------------------
     def subscribe(
@@ -391,18 +444,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         metadata, under both group protocols, as aiokafka and Java's ``subscribe(Pattern)``);
         a :class:`~aiokafka_lite.structs.SubscriptionPattern` is sent for the broker to match
         (RE2/J, full match), with ``group_protocol="consumer"`` only."""
-        if isinstance(topics, str):
-            raise TypeError("topics must be a list of topic names, not a string")
-        topics = list(topics)
-        if not topics and not pattern:
-            raise TypeError("subscribe() needs either topics or a pattern")
-        if topics and pattern:
-            raise TypeError("subscribe() takes topics or a pattern, not both")
-        if listener is not None and not (
-            hasattr(listener, "on_partitions_revoked")
-            and hasattr(listener, "on_partitions_assigned")
-        ):
-            raise TypeError("listener must be a ConsumerRebalanceListener")
+        topics = check_subscribe(topics, pattern, listener)
         if isinstance(pattern, SubscriptionPattern) and (
             self._group_id is None or not issubclass(self._coordinator_class, ConsumerGroupMember)
         ):
@@ -497,7 +539,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
     async def topics(self) -> set[str]:
         """Every topic in the cluster (internal ones excluded per exclude_internal_topics)."""
         self._parts()
-        resp = await topic_ops.metadata(self._client, None, timeout_ms=self._request_timeout_ms)
+        resp = await topic_ops.metadata(self._client, None)  # timeouts.retry_ms
         return {
             t.name
             for t in resp.topics
@@ -523,10 +565,7 @@ class AIOKafkaConsumer(PollMixin, PositionsMixin):
         ``rebalance-total``, ``partitions-revoked-total``, ``assigned-partitions``, and the
         connection and request counters of :meth:`AIOKafkaProducer.metrics`.
         """
-        lags = {}
-        for tp, st in self._subscription.assignment.items():
-            if st.highwater is not None and st.position is not None:
-                lags[tp] = max(st.highwater - st.position, 0)
+        lags = self._positions.lags()
         return self._metrics.consumer_snapshot(lags, len(self._subscription.assignment))
 
     @property

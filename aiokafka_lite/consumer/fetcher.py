@@ -27,11 +27,11 @@ from typing import Any
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._signal import Signal
 from aiokafka_lite._supervise import Supervisor
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.ops import offsets as offset_ops
 from aiokafka_lite.ops.fetch import NO_TOPIC_ID, fetch_request
 from aiokafka_lite.ops.fetch import max_version as fetch_max_version
-from aiokafka_lite.records.columns import ColumnBuffers
 from aiokafka_lite.records.reader import count_records
 from aiokafka_lite.structs import TopicPartition
 
@@ -66,15 +66,14 @@ class Fetcher:
         check_crcs: bool = True,
         isolation_level: str = "read_uncommitted",
         retry_backoff_ms: int = 100,
-        request_timeout_ms: int = 40000,
         hooks: HookSet | None = None,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed'")
         self._client = client
         self._subs = subscriptions
-        self._kd = key_deserializer
-        self._vd = value_deserializer
+        self._kd, self._vd = key_deserializer, value_deserializer
+        self.deserializes = key_deserializer is not None or value_deserializer is not None
         self._min_bytes = fetch_min_bytes
         self._max_bytes = fetch_max_bytes
         self._max_wait_ms = fetch_max_wait_ms
@@ -84,7 +83,6 @@ class Fetcher:
             READ_COMMITTED if isolation_level == "read_committed" else READ_UNCOMMITTED
         )
         self._backoff = retry_backoff_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
         self._buffers: dict[TopicPartition, PartitionBuffer] = {}
         self._buffered_at: dict[TopicPartition, float] = {}  # when each buffer arrived
         self._inflight: dict[int, asyncio.Task[None]] = {}
@@ -138,11 +136,6 @@ class Fetcher:
         self._buffered_at.clear()
         self._data.set()
 
-    @property
-    def deserializes(self) -> bool:
-        """True when a key or value deserializer is set."""
-        return self._kd is not None or self._vd is not None
-
     def wake(self) -> None:
         """Ask the planner to look again (called on subscription changes); also wakes a
         waiting getmany() so it sees new errors and pause/resume at once."""
@@ -169,15 +162,10 @@ class Fetcher:
         return None
 
     def drain(
-        self,
-        partitions: Collection[TopicPartition],
-        max_records: int,
-        arrow_headers: bool | None = None,
+        self, partitions: Collection[TopicPartition], max_records: int, arrow: bool | None = None
     ) -> dict[TopicPartition, Any]:
-        """Take up to ``max_records`` buffered records (from ``partitions`` if given), as lists
-        of records, or with ``arrow_headers`` not None as one :class:`ColumnBuffers` per
-        partition (headers kept when True). Raises the first pending partition error
-        instead (once)."""
+        """Up to ``max_records`` buffered records (of ``partitions`` if given; ``arrow`` not None:
+        ColumnBuffers, with headers if True); raises the first pending partition error once."""
         subs = self._subs.assignment
         if self._subs.errors or self._sup.pending is not None:
             self._raise_pending(partitions, subs)
@@ -200,12 +188,7 @@ class Fetcher:
             if st.paused:
                 continue
             try:
-                recs: Any
-                if arrow_headers is None:
-                    recs = buf.take(n)
-                else:
-                    recs = ColumnBuffers(arrow_headers)
-                    buf.take_columns(n, recs)
+                recs: Any = buf.take(n) if arrow is None else buf.take_arrow(n, arrow)
             except Exception as exc:
                 # a record that cannot be decoded (KafkaError) or deserialized (the user's
                 # exception): the position stays AT it, nothing after it is skipped
@@ -233,7 +216,7 @@ class Fetcher:
             else:  # it stays first: as aiokafka and the Java client, one partition's fetched
                 # records are handed out before the next one's (buffers in arrival order); an
                 # application that keeps taking from it keeps its leader's hold (_plan) alive
-                self._buffered_at[tp] = time.monotonic()
+                self._buffered_at[tp] = loop_time()
             if recs:
                 out[tp] = recs
                 n -= len(recs)
@@ -311,7 +294,7 @@ class Fetcher:
             self._resetting = asyncio.create_task(self._reset_positions())
         cluster = self._client.cluster
         self._check_topic_ids(cluster)
-        now = time.monotonic()
+        now = loop_time()
         by_node: dict[int, dict[TopicPartition, int]] = {}
         need_metadata = False
         sleep: float | None = None
@@ -404,7 +387,7 @@ class Fetcher:
                 subs.request_reset(tp)
 
     def _backoff_partition(self, tp: TopicPartition, delay: float | None = None) -> None:
-        self._backoff_until[tp] = time.monotonic() + (self._backoff if delay is None else delay)
+        self._backoff_until[tp] = loop_time() + (self._backoff if delay is None else delay)
 
     # -- one fetch -------------------------------------------------------------------------
     def _fetch_request(self, positions: Mapping[TopicPartition, int]) -> Any:
@@ -423,7 +406,7 @@ class Fetcher:
     async def _fetch(self, node: int, positions: dict[TopicPartition, int]) -> None:
         try:
             request = self._fetch_request(positions)
-            timeout = self._request_timeout_ms + self._max_wait_ms
+            timeout = self._client.timeouts.client_wait_ms(self._max_wait_ms)  # a long poll
             cap = fetch_max_version(request)
             try:
                 response = await self._client.send(
@@ -446,9 +429,7 @@ class Fetcher:
                 response, positions, {t.topic: t.topic_id for t in request.topics}, node
             )
             self._g_fetch.ok()
-        except asyncio.CancelledError:
-            raise
-        except Errors.KafkaError as exc:
+        except Errors.KafkaError as exc:  # CancelledError (a BaseException) propagates
             log.warning("fetch from node %s failed: %r", node, exc)
             for tp in positions:
                 st = self._subs.assignment.get(tp)
@@ -480,7 +461,7 @@ class Fetcher:
             raise Errors.for_code(response.error_code)("fetch request failed")
         subs = self._subs
         got_data = False
-        now_ms = int(time.time() * 1000)
+        now_ms = int(time.time() * 1000)  # wall clock: last_poll_timestamp(), not a deadline
         h_fetch = self._h_fetch
         sent = sent_ids or {}
         names = {i: t for t, i in sent.items() if i != NO_TOPIC_ID}
@@ -526,7 +507,7 @@ class Fetcher:
                         aborted = [
                             (a.producer_id, a.first_offset) for a in (pd.aborted_transactions or ())
                         ]
-                    self._buffered_at[tp] = time.monotonic()
+                    self._buffered_at[tp] = loop_time()
                     self._buffers[tp] = PartitionBuffer(
                         tp,
                         data,
@@ -580,10 +561,8 @@ class Fetcher:
         if not pending:
             return
         try:
-            found = await self.list_offsets(pending, timeout_ms=self._request_timeout_ms)
-        except asyncio.CancelledError:
-            raise
-        except Errors.KafkaError as exc:
+            found = await self.list_offsets(pending, timeout_ms=self._client.timeouts.retry_ms)
+        except Errors.KafkaError as exc:  # CancelledError (a BaseException) propagates
             log.warning("offset reset failed: %r", exc)
             await asyncio.sleep(self._backoff)
             return

@@ -1,8 +1,10 @@
-"""The consumer's record path: :meth:`~PollMixin.getmany`, :meth:`~PollMixin.getone` and
-``async for``, which hand the application the records the fetcher buffered.
+"""The consumer's record path: :meth:`~Poller.getmany`, :meth:`~Poller.getone` and the next
+record of ``async for``, which hand the application the records the fetcher buffered.
 
-:class:`PollMixin` is part of :class:`~aiokafka_lite.consumer.consumer.AIOKafkaConsumer`; it
-reads the consumer's fetcher, coordinator and subscription state. Each call lets the
+:class:`Poller` is a part of :class:`~aiokafka_lite.consumer.consumer.AIOKafkaConsumer`, which
+delegates those calls to it. It holds the subscription state, the ``on_consume`` hooks and the
+poll limits from the constructor, and the fetcher and coordinator from ``start()``
+(:meth:`~Poller.attach`) until ``stop()`` (:meth:`~Poller.close`). Each call lets the
 coordinator see the poll (``max_poll_interval_ms``), drains the fetcher's buffers, and
 otherwise waits for data; the only per-record work beyond the fetcher's is the ``on_consume``
 hook test.
@@ -11,50 +13,63 @@ hook test.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
 from .arrow import columns_table, read_schema, records_table
+from .fetcher import Fetcher
+from .group import Coordinator
+from .subscription import SubscriptionState
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .fetcher import Fetcher
-    from .group import Coordinator
-    from .subscription import SubscriptionState
-
-__all__ = ["PollMixin"]
+__all__ = ["Poller"]
 
 #: drain() from every assigned partition
 _ALL: frozenset[TopicPartition] = frozenset()
 
-_Self = TypeVar("_Self", bound="PollMixin")
 
+class Poller:
+    """getmany(), getone() and the next record of ``async for``, for one consumer."""
 
-class PollMixin:
-    """getmany(), getone() and ``async for`` (mixed into the consumer)."""
+    def __init__(
+        self,
+        subscription: SubscriptionState,
+        *,
+        on_consume: tuple[Callable[..., Any], ...],
+        max_poll_records: int,
+        consumer_timeout: float,
+    ) -> None:
+        self._subscription = subscription
+        #: on_consume hooks: called for every record handed out
+        self._h_consume = on_consume
+        self._max_poll_records = max_poll_records
+        #: seconds one wait for data lasts before the loop looks again
+        self._consumer_timeout = consumer_timeout
+        self._fetcher: Fetcher | None = None
+        self._coordinator: Coordinator | None = None
+        self._closed = False
 
-    if TYPE_CHECKING:  # the consumer's, set in its constructor and start()
-        _subscription: SubscriptionState
-        _fetcher: Fetcher | None
-        _coordinator: Coordinator | None
-        _closed: bool
-        _h_consume: tuple[Callable[..., Any], ...]
-        _max_poll_records: int
-        _consumer_timeout: float
+    def attach(self, fetcher: Fetcher, coordinator: Coordinator) -> None:
+        """The consumer started: poll through these."""
+        self._fetcher = fetcher
+        self._coordinator = coordinator
 
-        def _parts(self) -> tuple[Fetcher, Coordinator]: ...
+    def close(self) -> None:
+        """The consumer stopped: calls raise (or return nothing), waits end."""
+        self._closed = True
 
-    def __aiter__(self: _Self) -> _Self:
-        if self._closed:  # as aiokafka: iterating a stopped consumer is an error
+    def _parts(self) -> tuple[Fetcher, Coordinator]:
+        if self._closed:
             raise Errors.ConsumerStoppedError("consumer is stopped")
-        return self
+        if self._fetcher is None or self._coordinator is None:
+            raise Errors.IllegalStateError("consumer is not started: call start() first")
+        return self._fetcher, self._coordinator
 
-    async def __anext__(self) -> ConsumerRecord[Any, Any]:
+    async def anext(self) -> ConsumerRecord[Any, Any]:
+        """The next record for ``async for`` (StopAsyncIteration once stopped)."""
         # getone() inlined for `async for`, one record per call: no second coroutine, no
         # partition set, no _parts() call (async-for over 50k records, cProfile on tansu:
         # 807k -> 607k calls).
@@ -88,10 +103,9 @@ class PollMixin:
                 raise StopAsyncIteration
 
     async def getmany(
-        self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
+        self, partitions: tuple[TopicPartition, ...], timeout_ms: int, max_records: int | None
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Records per partition: whatever is buffered now, else waits up to ``timeout_ms``
-        for some; at most ``max_records`` (default ``max_poll_records``) in total."""
+        """:meth:`AIOKafkaConsumer.getmany`."""
         recs = await self._poll(partitions, timeout_ms, max_records, None)
         if recs and self._h_consume:
             self._consumed(recs)
@@ -102,9 +116,9 @@ class PollMixin:
         partitions: tuple[TopicPartition, ...],
         timeout_ms: int,
         max_records: int | None,
-        arrow_headers: bool | None,
+        arrow: bool | None,
     ) -> dict[TopicPartition, Any]:
-        """getmany()'s wait and drain (``arrow_headers``: see ``Fetcher.drain``)."""
+        """getmany()'s wait and drain (``arrow``: see ``Fetcher.drain``)."""
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError("`max_records` must be a positive Integer")
         fetcher, coordinator = self._parts()
@@ -116,7 +130,7 @@ class PollMixin:
         deadline = loop.time() + timeout_ms / 1000
         while True:
             coordinator.poll()
-            recs = fetcher.drain(tps, n, arrow_headers)
+            recs = fetcher.drain(tps, n, arrow)
             if recs:
                 return recs
             remaining = deadline - loop.time()
@@ -128,29 +142,25 @@ class PollMixin:
 
     async def getmany_arrow(
         self,
-        *partitions: TopicPartition,
-        timeout_ms: int = 0,
-        max_records: int | None = None,
-        include_headers: bool = False,
+        partitions: tuple[TopicPartition, ...],
+        timeout_ms: int,
+        max_records: int | None,
+        include_headers: bool,
     ) -> Any:
-        """:meth:`getmany` as one ``pyarrow.Table`` with Spark's Kafka schema (key, value,
-        topic, partition, offset, timestamp, timestampType, and headers when
-        ``include_headers``): the same records, positions, commits and rebalances as
-        :meth:`getmany`. Needs pyarrow (extra ``arrow``) and no deserializers.
-
-        Fetched v2 batches are decoded straight into Arrow buffers, without a Python object
-        per record (by the compiled codec when installed); with ``on_consume`` hooks the
-        records go through :meth:`getmany` instead, as the hooks take record objects."""
+        """:meth:`AIOKafkaConsumer.getmany_arrow`: fetched v2 batches decoded straight into
+        Arrow buffers, without a Python object per record (by the compiled codec when
+        installed); with ``on_consume`` hooks or deserializers the records go through
+        :meth:`getmany` instead, as those take record objects."""
         fetcher, _ = self._parts()
         if self._h_consume or fetcher.deserializes:
-            recs = await self.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+            recs = await self.getmany(partitions, timeout_ms, max_records)
             return records_table(recs, include_headers)
         schema = read_schema(include_headers)  # pyarrow missing: raised before any record moves
         cols = await self._poll(partitions, timeout_ms, max_records, include_headers)
         return columns_table(cols, schema)
 
-    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
-        """The next record (from ``partitions`` if given); waits as long as it takes."""
+    async def getone(self, partitions: tuple[TopicPartition, ...]) -> ConsumerRecord[Any, Any]:
+        """:meth:`AIOKafkaConsumer.getone`."""
         fetcher, coordinator = self._parts()
         tps = set(partitions)
         for tp in tps:

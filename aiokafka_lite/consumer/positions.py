@@ -1,42 +1,49 @@
-"""The consumer's positions and offset look-ups: ``seek*()``, :meth:`~PositionsMixin.position`,
+"""The consumer's positions and offset look-ups: ``seek*()``, :meth:`~Positions.position`,
 the watermarks of the latest fetch, and ``offsets_for_times`` / ``beginning_offsets`` /
 ``end_offsets`` (ListOffsets through the fetcher).
 
-:class:`PositionsMixin` is part of :class:`~aiokafka_lite.consumer.consumer.AIOKafkaConsumer`;
-it reads and moves the positions in the consumer's subscription state, asks the fetcher for
-ListOffsets and the coordinator for committed offsets.
+:class:`Positions` is a part of :class:`~aiokafka_lite.consumer.consumer.AIOKafkaConsumer`,
+which delegates those calls to it. It reads and moves the positions in the subscription state
+it is given, and reaches the fetcher (ListOffsets) and coordinator (committed offsets,
+positions to initialise) of a started consumer through the ``parts`` callable it is given
+(which raises when the consumer is not started or stopped).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._timeouts import Timeouts
+from aiokafka_lite.cluster import ClusterMetadata
 from aiokafka_lite.structs import OffsetAndTimestamp, TopicPartition
 
-from .fetcher import EARLIEST, LATEST
+from .fetcher import EARLIEST, LATEST, Fetcher
+from .group import Coordinator
+from .subscription import SubscriptionState
 
-if TYPE_CHECKING:
-    from .fetcher import Fetcher
-    from .group import Coordinator
-    from .subscription import SubscriptionState
-
-__all__ = ["PositionsMixin", "check_tp"]
+__all__ = ["Positions", "check_tp"]
 
 
-class PositionsMixin:
-    """Seeks, positions, watermarks and offset look-ups (mixed into the consumer)."""
+class Positions:
+    """Seeks, positions, watermarks and offset look-ups of one consumer."""
 
-    if TYPE_CHECKING:  # the consumer's, set in its constructor and start()
-        _subscription: SubscriptionState
-        _request_timeout_ms: int
-
-        def _parts(self) -> tuple[Fetcher, Coordinator]: ...
+    def __init__(
+        self,
+        subscription: SubscriptionState,
+        parts: Callable[[], tuple[Fetcher, Coordinator]],
+        timeouts: Timeouts,
+    ) -> None:
+        self._subscription = subscription
+        #: the started consumer's fetcher and coordinator (raises when not started or stopped)
+        self._parts = parts
+        #: look-ups and position() wait up to ``retry_ms`` (an operation's budget)
+        self._timeouts = timeouts
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Fetch from ``offset`` next (the buffered data of that partition is dropped)."""
+        """:meth:`AIOKafkaConsumer.seek`."""
         if not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
         self._subscription.seek(partition, offset)
@@ -45,14 +52,14 @@ class PositionsMixin:
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
         fetcher, _ = self._parts()
-        return await fetcher.list_offsets(timestamps, self._request_timeout_ms)
+        return await fetcher.list_offsets(timestamps, self._timeouts.retry_ms)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        """Seek to the log start offset of the partitions (all assigned if none given)."""
+        """:meth:`AIOKafkaConsumer.seek_to_beginning`."""
         await self._seek_to(partitions, EARLIEST)
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
-        """Seek to the end (next offset to be written) of the partitions (all if none given)."""
+        """:meth:`AIOKafkaConsumer.seek_to_end`."""
         await self._seek_to(partitions, LATEST)
 
     async def _seek_to(self, partitions: tuple[TopicPartition, ...], ts: int) -> None:
@@ -68,7 +75,7 @@ class PositionsMixin:
     async def seek_to_committed(
         self, *partitions: TopicPartition
     ) -> dict[TopicPartition, int | None]:
-        """Seek to the committed offsets; returns them (None: nothing committed, not moved)."""
+        """:meth:`AIOKafkaConsumer.seek_to_committed`."""
         _, coordinator = self._parts()
         tps = list(partitions) or list(self._subscription.assignment)
         for tp in tps:
@@ -84,10 +91,10 @@ class PositionsMixin:
         return out
 
     async def position(self, partition: TopicPartition) -> int:
-        """The offset of the next record to be handed out (waits until it is known)."""
+        """:meth:`AIOKafkaConsumer.position`."""
         _, coordinator = self._parts()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
+        deadline = loop.time() + self._timeouts.retry_ms / 1000
         initialised = False
         subs = self._subscription
         first = True
@@ -124,23 +131,52 @@ class PositionsMixin:
             await asyncio.sleep(0.01)
 
     def highwater(self, partition: TopicPartition) -> int | None:
-        """The partition's high watermark from the latest fetch (None before one)."""
+        """:meth:`AIOKafkaConsumer.highwater`."""
         return self._subscription.state(partition).highwater
 
     def last_stable_offset(self, partition: TopicPartition) -> int | None:
-        """The partition's last stable offset from the latest fetch (None before one)."""
+        """:meth:`AIOKafkaConsumer.last_stable_offset`."""
         return self._subscription.state(partition).lso
 
     def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
-        """When (ms since the epoch) the latest fetch answer for ``partition`` arrived (None
-        before one), as aiokafka's."""
+        """:meth:`AIOKafkaConsumer.last_poll_timestamp`."""
         return self._subscription.state(partition).last_poll_ms
+
+    async def wait_positions(
+        self, deadline: float, cluster: ClusterMetadata, stopped: Callable[[], bool]
+    ) -> None:
+        """Until every assigned partition ``cluster`` knows has a position (or until
+        ``deadline``, loop time, or the consumer stopped)."""
+        loop = asyncio.get_running_loop()
+        subs = self._subscription
+
+        def unset() -> bool:
+            return any(
+                tp.partition in (cluster.partitions_for_topic(tp.topic) or ())
+                for tp in subs.missing_positions() + [tp for tp, _ in subs.pending_resets()]
+            )
+
+        while unset():
+            # a partition whose position cannot be set (e.g. NoOffsetForPartitionError with
+            # auto_offset_reset="none") holds its error for the next poll: return now, as
+            # aiokafka's start() does, instead of waiting out the start timeout
+            if loop.time() >= deadline or subs.errors or stopped():
+                return
+            await asyncio.sleep(0.01)
+
+    def lags(self) -> dict[TopicPartition, int]:
+        """High watermark minus position of each assigned partition fetched at least once."""
+        lags = {}
+        for tp, st in self._subscription.assignment.items():
+            if st.highwater is not None and st.position is not None:
+                lags[tp] = max(st.highwater - st.position, 0)
+        return lags
 
     # -- offsets lookups -------------------------------------------------------------------
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """The earliest offset whose timestamp is >= the given one, per partition."""
+        """:meth:`AIOKafkaConsumer.offsets_for_times`."""
         for tp, ts in timestamps.items():
             if not isinstance(ts, int) or ts < 0:
                 raise ValueError(f"timestamp for {tp} must be a non-negative int")
@@ -157,12 +193,12 @@ class PositionsMixin:
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        """Log start offset per partition."""
+        """:meth:`AIOKafkaConsumer.beginning_offsets`."""
         found = await self._list({tp: EARLIEST for tp in partitions})
         return {tp: v[0] for tp, v in found.items()}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log end offset (next offset to be written) per partition."""
+        """:meth:`AIOKafkaConsumer.end_offsets`."""
         found = await self._list({tp: LATEST for tp in partitions})
         return {tp: v[0] for tp, v in found.items()}
 

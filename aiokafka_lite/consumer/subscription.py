@@ -16,11 +16,49 @@ from typing import Any
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.structs import SubscriptionPattern, TopicPartition
 
-__all__ = ["PartitionState", "SubscriptionState", "OFFSET_RESET_STRATEGIES"]
+__all__ = [
+    "OFFSET_RESET_STRATEGIES",
+    "ConsumerRebalanceListener",
+    "PartitionState",
+    "SubscriptionState",
+    "check_subscribe",
+]
 
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
 OFFSET_RESET_STRATEGIES = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+
+
+class ConsumerRebalanceListener:
+    """Base class for rebalance callbacks (sync or async methods both work).
+
+    ``on_partitions_revoked`` runs before the consumer rejoins its group (commit or save
+    state there); ``on_partitions_assigned`` runs after the new assignment is known and before
+    fetching for it starts (``seek()`` there to choose where to start).
+    """
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
+        """Called with the partitions taken away from this consumer."""
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any:
+        """Called with the partitions given to this consumer."""
+
+
+def check_subscribe(topics: Iterable[str], pattern: Any, listener: Any) -> list[str]:
+    """``subscribe()``'s arguments checked as aiokafka checks them (TypeError): topics (a list,
+    not a string) or a pattern, not both; a listener with both callbacks. The topics, listed."""
+    if isinstance(topics, str):
+        raise TypeError("topics must be a list of topic names, not a string")
+    topics = list(topics)
+    if not topics and not pattern:
+        raise TypeError("subscribe() needs either topics or a pattern")
+    if topics and pattern:
+        raise TypeError("subscribe() takes topics or a pattern, not both")
+    if listener is not None and not (
+        hasattr(listener, "on_partitions_revoked") and hasattr(listener, "on_partitions_assigned")
+    ):
+        raise TypeError("listener must be a ConsumerRebalanceListener")
+    return topics
 
 
 class PartitionState:

@@ -203,7 +203,9 @@ class ApacheKafka:
                     self.stop(timeout=10.0)
                     raise
                 self._new_ports()
-            except BaseException:
+            except (
+                BaseException
+            ):  # re-raised (Ctrl-C included) once the half-started broker is gone
                 self.stop(timeout=10.0)
                 raise
         raise AssertionError("unreachable")

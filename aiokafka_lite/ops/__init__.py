@@ -8,6 +8,7 @@ One module per family:
 * :mod:`.topics`: CreateTopics, DeleteTopics, CreatePartitions, Metadata;
 * :mod:`.configs`: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
 * :mod:`.acls`: DescribeAcls, CreateAcls, DeleteAcls, DescribeLogDirs;
+* :mod:`.transactions`: ListTransactions, DescribeTransactions;
 * :mod:`.fetch`: the Fetch request builder; :mod:`.membership`: JoinGroup, SyncGroup,
   Heartbeat, LeaveGroup builders (the consumer's coordinator runs those itself).
 

@@ -23,7 +23,6 @@ when its future resolves (acknowledged, failed, expired, aborted at close).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -39,8 +38,6 @@ from aiokafka_lite.producer.batch import (
     RETRY,
     SEALED,
     UNSENT,
-    BatchBuilder,
-    BatchRecordMetadata,
     Headers,
     ProducerBatch,
     RecordHandle,
@@ -50,6 +47,7 @@ from aiokafka_lite.producer.batch import (
     estimate_record_size,
 )
 from aiokafka_lite.producer.memory import MemoryPool
+from aiokafka_lite.producer.user_batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.records.batch_builder import RecordBatchBuilder, restamp
 from aiokafka_lite.structs import TopicPartition
 
@@ -282,12 +280,13 @@ class Accumulator:
         return q
 
     def _batch(self, q: PartitionQueue, builder: Any, size: int, linger: float) -> ProducerBatch:
+        loop = asyncio.get_running_loop()
         batch = ProducerBatch(
             q.tp,
             builder,
-            asyncio.get_running_loop().create_future(),
+            loop.create_future(),
             size,
-            time.monotonic(),
+            loop.time(),  # the one clock of deadlines (_timeouts)
             linger,
             self.delivery_timeout,
         )

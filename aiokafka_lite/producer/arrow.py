@@ -16,6 +16,7 @@ pyarrow (extra ``arrow``).
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiokafka_lite import errors as Errors
@@ -25,7 +26,10 @@ from .batch import RecordHandle
 from .partitioner import DefaultPartitioner
 
 if TYPE_CHECKING:
-    from .producer import AIOKafkaProducer
+    from .append import RecordAppender
+
+#: the producer's send()
+Send = Callable[..., Awaitable[RecordHandle]]
 
 __all__ = ["send_table", "send_table_rows"]
 
@@ -47,8 +51,12 @@ def _column(table: Any, name: str, n: int) -> list[Any]:
     return rows
 
 
-async def send_table(producer: AIOKafkaProducer, topic: str, table: Any) -> list[RecordHandle]:
-    """Send every row of ``table`` (a ``pyarrow.Table`` or ``RecordBatch``) to ``topic``.
+async def send_table(
+    send: Send, topic: str, table: Any, appender: RecordAppender | None = None
+) -> list[RecordHandle]:
+    """Send every row of ``table`` (a ``pyarrow.Table`` or ``RecordBatch``) to ``topic``
+    through ``send`` (the producer's ``send``); ``appender`` (the producer's) enables the
+    columnar path.
 
     Columns: ``value`` and optionally ``key`` (binary or None), ``partition`` (int),
     ``timestamp`` (epoch ms integers or an Arrow timestamp) and ``headers``
@@ -65,12 +73,12 @@ async def send_table(producer: AIOKafkaProducer, topic: str, table: Any) -> list
             f"send_arrow() columns: value, optionally key, partition, timestamp, headers "
             f"(got {list(names)})"
         )
-    if native is not None and _columnar(producer, table):
-        return await _send_columns(producer, topic, table)
-    return await send_table_rows(producer, topic, table)
+    if native is not None and appender is not None and _columnar(appender, table):
+        return await _send_columns(send, appender, topic, table)
+    return await send_table_rows(send, topic, table)
 
 
-async def send_table_rows(producer: AIOKafkaProducer, topic: str, table: Any) -> list[RecordHandle]:
+async def send_table_rows(send: Send, topic: str, table: Any) -> list[RecordHandle]:
     """:func:`send_table` row by row through ``send()`` (any table it accepts)."""
     n = table.num_rows
     keys = _column(table, "key", n)
@@ -78,7 +86,6 @@ async def send_table_rows(producer: AIOKafkaProducer, topic: str, table: Any) ->
     partitions = _column(table, "partition", n)
     timestamps = _column(table, "timestamp", n)
     headers = _column(table, "headers", n)
-    send = producer.send
     last: dict[int, RecordHandle] = {}
     for i in range(n):
         handle = await send(topic, values[i], keys[i], partitions[i], timestamps[i], headers[i])
@@ -86,7 +93,7 @@ async def send_table_rows(producer: AIOKafkaProducer, topic: str, table: Any) ->
     return list(last.values())
 
 
-def _columnar(producer: AIOKafkaProducer, table: Any) -> bool:
+def _columnar(producer: RecordAppender, table: Any) -> bool:
     """True when the table's rows can be encoded from its buffers (see the module doc)."""
     import pyarrow as pa
 
@@ -120,7 +127,9 @@ def _binary(table: Any, name: str) -> tuple[Any, Any]:
     return arr, (valid, offsets, data if data is not None else b"", arr.offset)
 
 
-async def _send_columns(producer: AIOKafkaProducer, topic: str, table: Any) -> list[RecordHandle]:
+async def _send_columns(
+    send: Send, producer: RecordAppender, topic: str, table: Any
+) -> list[RecordHandle]:
     import pyarrow as pa
 
     n = table.num_rows
@@ -162,17 +171,17 @@ async def _send_columns(producer: AIOKafkaProducer, topic: str, table: Any) -> l
     out: dict[int, RecordHandle] = {}
     row = _Row(keys, values, tsbuf, ts_const)
     if parts_col is None or parts_col.null_count == n:  # every row sticky: one run
-        await _fill(producer, topic, None, None, 0, n, row, kbufs, vbufs, out)
+        await _fill(send, producer, topic, None, None, 0, n, row, kbufs, vbufs, out)
         return list(out.values())
     if parts_col.null_count:  # unkeyed rows beside keyed ones: send() row by row
-        return await send_table_rows(producer, topic, table)
+        return await send_table_rows(send, topic, table)
     order = pc.sort_indices(parts_col)  # stable: each partition's rows keep their order
     rows = order.cast(pa.int64()).buffers()[1]
     counts = pc.value_counts(parts_col).to_pylist()
     start = 0
     for c in sorted(counts, key=lambda c: c["values"]):
         end = start + c["counts"]
-        await _fill(producer, topic, c["values"], rows, start, end, row, kbufs, vbufs, out)
+        await _fill(send, producer, topic, c["values"], rows, start, end, row, kbufs, vbufs, out)
         start = end
     return list(out.values())
 
@@ -197,7 +206,8 @@ class _Row:
 
 
 async def _fill(
-    producer: AIOKafkaProducer,
+    send: Send,
+    producer: RecordAppender,
     topic: str,
     partition: int | None,
     rows: Any,
@@ -216,7 +226,7 @@ async def _fill(
     while i < end:
         r = i if rows is None else int.from_bytes(rows[i * 8 : i * 8 + 8], "little")
         key, value, ts = row.get(r)
-        handle = await producer.send(topic, value, key, partition, ts)
+        handle = await send(topic, value, key, partition, ts)
         batch = handle[0]
         out[id(batch)] = handle
         i += 1

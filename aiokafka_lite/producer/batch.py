@@ -2,32 +2,31 @@
 
 :class:`ProducerBatch` is one record batch for one partition with ONE asyncio future;
 :class:`RecordHandle` is a ``(batch, index, timestamp)`` tuple that resolves to the record's
-:class:`RecordMetadata` from the batch result; :class:`BatchBuilder` is the caller-filled batch
-of ``create_batch()``/``send_batch()``.
+:class:`RecordMetadata` from the batch result. The caller-filled batches of
+``create_batch()``/``send_batch()`` are in :mod:`~aiokafka_lite.producer.user_batch`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import Context, copy_context
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, NamedTuple, overload
+from typing import Any, overload
 
+from aiokafka_lite import errors as Errors
 from aiokafka_lite.records.batch_builder import encoded_headers
 from aiokafka_lite.structs import RecordMetadata, TopicPartition
 
 __all__ = [
     "BATCH_TRANSITIONS",
-    "BatchBuilder",
-    "BatchRecordMetadata",
     "ProducerBatch",
     "RecordHandle",
     "RecordHandles",
+    "check_record_size",
     "estimate_record_size",
 ]
 
@@ -44,6 +43,17 @@ def estimate_record_size(key: bytes | None, value: bytes | None, headers: Header
     if headers:  # their exact encoded size, cached by content (see encoded_headers)
         size += len(encoded_headers(headers))
     return size
+
+
+def check_record_size(key: Any, value: Any, headers: Any, max_request_size: int) -> None:
+    """MessageSizeTooLargeError when one record in a batch of its own would exceed
+    ``max_request_size`` (key and value serialized)."""
+    size = estimate_record_size(key, value, headers) + _BATCH_OVERHEAD
+    if size > max_request_size:
+        raise Errors.MessageSizeTooLargeError(
+            f"the record is {size} bytes when serialized, larger than "
+            f"max_request_size={max_request_size}"
+        )
 
 
 # ---- the batch state machine -------------------------------------------------------------
@@ -530,78 +540,3 @@ class RecordHandles(Sequence[RecordHandle]):
 
     def __repr__(self) -> str:
         return f"<RecordHandles {self._len} records in {len(self._runs)} batch runs>"
-
-
-class BatchRecordMetadata(NamedTuple):
-    """What :meth:`BatchBuilder.append` returns: the record's offset inside the batch, its
-    timestamp (epoch ms) and encoded size; ``crc`` is always None (v2 batches have one CRC)."""
-
-    offset: int
-    timestamp: int
-    size: int
-
-    @property
-    def crc(self) -> None:
-        return None
-
-
-class BatchBuilder:
-    """A batch filled by the caller and submitted with ``producer.send_batch()`` (aiokafka API)."""
-
-    def __init__(
-        self,
-        builder: Any,
-        batch_size: int,
-        key_serializer: Callable[[Any], bytes] | None,
-        value_serializer: Callable[[Any], bytes] | None,
-    ) -> None:
-        self._builder = builder
-        self._batch_size = batch_size
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
-        self._closed = False
-        self._first_ts: int | None = None
-        self._append = builder.append
-        self._buf = builder._buf
-
-    def append(
-        self,
-        *,
-        timestamp: int | None = None,
-        key: Any = None,
-        value: Any = None,
-        headers: Headers | None = None,
-    ) -> BatchRecordMetadata | None:
-        """Add one record; None when the batch is full or closed. ``timestamp`` is epoch ms."""
-        if self._closed:
-            return None
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None:
-            value = self._value_serializer(value)
-        ts = _time_ns() // 1000000 if timestamp is None else int(timestamp)
-        buf = self._buf  # the builder's buffer: grows in place until build()
-        before = len(buf)
-        idx = self._append(ts, key, value, headers or ())
-        if idx is None:
-            self._closed = True
-            return None
-        if not idx:
-            self._first_ts = ts
-        return _new_meta(BatchRecordMetadata, (idx, ts, len(buf) - before))
-
-    def close(self) -> None:
-        """Refuse further appends (the batch may still be submitted)."""
-        self._closed = True
-
-    def record_count(self) -> int:
-        """Number of records appended."""
-        return int(self._builder.record_count)
-
-    def size(self) -> int:
-        """Encoded (uncompressed) size in bytes, batch header included."""
-        return int(self._builder.size_in_bytes())
-
-
-_new_meta = tuple.__new__
-_time_ns = time.time_ns

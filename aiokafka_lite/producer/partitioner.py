@@ -118,30 +118,50 @@ class RoundRobinPartitioner:
         return parts[i % len(parts)]
 
 
+class StickyChoice:
+    """A topic's sticky partition (KIP-480) and the open batch that unkeyed records of the
+    topic go into while it lasts (None until the first such record lands there)."""
+
+    __slots__ = ("partition", "batch")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.batch: Any = None
+
+    def bind(self, batch: Any) -> None:
+        """The batch the choice's first record went into: later unkeyed records of the topic
+        go there (send()'s fast path) until it is sealed."""
+        if self.batch is None:
+            self.batch = batch
+
+
 class StickyPartitions:
     """Per-topic sticky partition for unkeyed records (KIP-480), used with the default
     partitioner.
 
-    ``state[topic]`` is the topic's choice ``[partition, batch]``: the batch is filled in by
-    the first append that lands there (the producer's send paths read and fill it directly);
-    :meth:`for_topic` keeps the choice until that batch is sealed, then moves to another
-    partition (:meth:`choose`).
+    :meth:`for_topic` hands out the topic's :class:`StickyChoice`, keeping it until the batch
+    bound to it is sealed, then moving to another partition (:meth:`choose`); :meth:`current`
+    is the topic's choice as it stands (send()'s fast path reads its batch).
     """
 
-    __slots__ = ("state",)
+    __slots__ = ("choices", "current")
 
     def __init__(self) -> None:
-        #: topic -> [partition, its open batch or None]
-        self.state: dict[str, list[Any]] = {}
+        #: topic -> its current choice
+        self.choices: dict[str, StickyChoice] = {}
+        #: the current choice of a topic, or None (``choices.get``: one call on the fast path)
+        self.current = self.choices.get
 
     def for_topic(
         self, topic: str, all_partitions: Sequence[int], available: Sequence[int]
-    ) -> list[Any]:
-        """The topic's current ``[partition, batch]``, a new one once its batch is sealed."""
-        st = self.state.get(topic)
-        if st is None or (st[1] is not None and st[1].sealed):
-            prev = st[0] if st is not None else None
-            st = self.state[topic] = [self.choose(topic, all_partitions, available, prev), None]
+    ) -> StickyChoice:
+        """The topic's current choice, a new one once its batch is sealed."""
+        st = self.choices.get(topic)
+        if st is None or (st.batch is not None and st.batch.sealed):
+            prev = st.partition if st is not None else None
+            st = self.choices[topic] = StickyChoice(
+                self.choose(topic, all_partitions, available, prev)
+            )
         return st
 
     def choose(

@@ -5,10 +5,11 @@
 :class:`~aiokafka_lite.structs.RecordMetadata`. Batching, retries and ordering live in the
 accumulator and the sender task.
 
-Here: construction, lifecycle, ``send()`` and its append path, metrics. Elsewhere: bulk
-sends (:mod:`~aiokafka_lite.producer.bulk`), transaction calls
-(:mod:`~aiokafka_lite.producer.transactional`), partitions per topic
-(:mod:`~aiokafka_lite.producer.topics`).
+Here: construction, lifecycle, ``send()`` and its append path, metrics, and the calls
+delegated to the producer's parts, each holding its own state: the append
+path and bulk sends (:class:`~aiokafka_lite.producer.append.RecordAppender`), transaction calls
+(:class:`~aiokafka_lite.producer.transactional.Transactions`), partitions per topic
+(:class:`~aiokafka_lite.producer.topics.TopicPartitions`).
 """
 
 from __future__ import annotations
@@ -17,40 +18,43 @@ import asyncio
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
-from aiokafka_lite._settings import ClientSettings
-from aiokafka_lite.hooks import ClientInfo, HookSet, apply_send
+from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
+from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.producer.accumulator import Accumulator
+from aiokafka_lite.producer.append import RecordAppender
 from aiokafka_lite.producer.arrow import send_table
-from aiokafka_lite.producer.batch import RecordHandle, estimate_record_size
-from aiokafka_lite.producer.bulk import BulkSendMixin
-from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyPartitions
+from aiokafka_lite.producer.batch import RecordHandle
+from aiokafka_lite.producer.options import MISSING, delivery_options, partition_from_metadata
+from aiokafka_lite.producer.partitioner import DefaultPartitioner, StickyChoice, StickyPartitions
 from aiokafka_lite.producer.sender import Sender
-from aiokafka_lite.producer.topics import Parts, TopicPartitions
+from aiokafka_lite.producer.topics import TopicPartitions
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
-from aiokafka_lite.producer.transactional import TransactionContext, TransactionsMixin
-from aiokafka_lite.records.batch_builder import encoded_headers
-from aiokafka_lite.records.compression import codec_id
-from aiokafka_lite.structs import RecordMetadata
-from aiokafka_lite.structs import TopicPartition as TopicPartition  # aiokafka's module has it
+from aiokafka_lite.producer.transactional import TransactionContext, Transactions
+from aiokafka_lite.producer.user_batch import BatchBuilder
+from aiokafka_lite.structs import OffsetAndMetadata, RecordMetadata
+from aiokafka_lite.structs import TopicPartition as TopicPartition  # a compatibility name
 
 __all__ = ["AIOKafkaProducer", "Producer", "TransactionContext"]
 
 log = logging.getLogger(__name__)
 
-_missing: Any = object()
+# aiokafka compatibility names of this module (the producer's own are at the class's end):
+# TopicPartition (imported above: aiokafka's producer module has it) and _missing, the "not
+# given" default of acks, which FastStream imports
+_missing = MISSING
+
 _DEFAULT_PARTITIONER = DefaultPartitioner()
-_INT32_MAX = 2**31 - 1
 _time_ns = time.time_ns
 #: estimate_record_size's per-record overhead (22) plus the record batch header (61)
 _RECORD_BOUND = 22 + 61
 
 
-class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
+class AIOKafkaProducer:
     """Asynchronous Kafka producer, argument-compatible with ``aiokafka.AIOKafkaProducer``.
 
     Beyond aiokafka: ``buffer_memory`` bounds the bytes held by unsent batches (``send()`` waits
@@ -78,7 +82,7 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         metadata_recovery_rebootstrap_trigger_ms: int = 300000,
         request_timeout_ms: int = 40000,
         api_version: str | None = None,
-        acks: Any = _missing,
+        acks: Any = MISSING,
         key_serializer: Callable[[Any], bytes] | None = None,
         value_serializer: Callable[[Any], bytes] | None = None,
         compression_type: str | None = None,
@@ -105,33 +109,10 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         max_in_flight_requests_per_connection: int = 5,
         hooks: Iterable[object] | None = None,
     ) -> None:
-        if loop is not None:
-            warnings.warn("the loop argument is ignored", DeprecationWarning, stacklevel=2)
-        if api_version is not None:  # as aiokafka
-            warnings.warn(
-                "api_version is ignored: versions are negotiated with each broker",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        try:
-            codec = codec_id(compression_type)
-        except Errors.KafkaError as exc:
-            raise ValueError(f"unsupported compression_type {compression_type!r}") from exc
-        if transactional_id is not None:
-            enable_idempotence = True
-        else:
-            transaction_timeout_ms = _INT32_MAX
-        if acks == "all":
-            acks = -1
-        if enable_idempotence:
-            if acks is _missing:
-                acks = -1
-            elif acks != -1:
-                raise ValueError(f"acks={acks} not supported if enable_idempotence=True")
-        elif acks is _missing:
-            acks = 1
-        if acks not in (0, 1, -1):
-            raise ValueError(f"invalid acks value {acks!r}: use 0, 1, -1 or 'all'")
+        warn_ignored_arguments(loop, api_version)
+        codec, acks, enable_idempotence, transaction_timeout_ms = delivery_options(
+            compression_type, acks, enable_idempotence, transactional_id, transaction_timeout_ms
+        )
         if client_id is None:
             AIOKafkaProducer._client_seq += 1
             client_id = f"aiokafka-lite-producer-{AIOKafkaProducer._client_seq}"
@@ -144,18 +125,18 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         self._h_send = self._hooks.on_send
         self._settings = ClientSettings.of(locals())
         self.client = self._settings.new_client(self._hooks)
-        self._acks = acks
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
-        self._codec = codec
         self._batch_size = max_batch_size
         self._max_request_size = max_request_size
-        self._max_block_ms = max_block_ms
         self._delivery_timeout_ms = delivery_timeout_ms
         self._partitioner = partitioner
         self._sticky = StickyPartitions() if isinstance(partitioner, DefaultPartitioner) else None
-        # the sticky choice per topic, read directly by send()'s fast path
-        self._sticky_state = self._sticky.state if self._sticky is not None else {}
+        # a topic's current sticky choice, read by send()'s fast path
+        no_choices: dict[str, StickyChoice] = {}
+        self._sticky_current: Callable[[str], StickyChoice | None] = (
+            self._sticky.current if self._sticky is not None else no_choices.get
+        )
         self._topics = TopicPartitions(self.client, max_block_ms)
         self._topic_cache = self._topics.cache  # read directly by the send paths
         self._txn: TransactionManager | None = None
@@ -180,15 +161,34 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
             self.client,
             self._acc,
             acks=acks,
-            request_timeout_ms=request_timeout_ms,
+            broker_timeout_ms=int(self.client.timeouts.broker_ms),
             retry_backoff_ms=retry_backoff_ms,
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
             txn=self._txn,
             hooks=self._hooks,
         )
-        self._acc_open = self._acc.open
-        self._size_guard = max(0, (max_request_size - 4096) // 2)
+        self._appender = RecordAppender(
+            self._acc,
+            self._topics,
+            check_gate=self._check_gate,
+            on_send=self._h_send,
+            codec=codec,
+            transactional=transactional_id is not None,
+            batch_size=max_batch_size,
+            max_request_size=max_request_size,
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            partitioner=partitioner,
+            sticky=self._sticky,
+        )
+        self._transactions = Transactions(
+            self._txn, self._acc, self._sender, delivery_timeout_ms=delivery_timeout_ms
+        )
+        # the append path, bound once (send() calls them)
+        self._send = self._appender.send
+        self._append_now = self._appender.append_now
+        self._append_wait = self._appender.append_wait
         self._started = False
         self._closed = False
         self._gated = True  # True while send() must run _check_gate (see _update_gate)
@@ -262,15 +262,16 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         closed = Errors.ProducerClosed("producer is stopping")
         self._acc.close(closed)
         if self._started:
-            started = time.monotonic()
+            loop = asyncio.get_running_loop()
+            deadline = None if timeout is None else loop.time() + timeout
             try:
                 await self._sender.close(
                     self._delivery_timeout_ms / 1000 if timeout is None else timeout
                 )
-                await self._wait_ending(
-                    self.client.request_timeout_ms / 1000
-                    if timeout is None
-                    else max(0.0, timeout - (time.monotonic() - started))
+                await self._transactions.wait_ending(
+                    self.client.timeouts.retry_ms / 1000
+                    if deadline is None
+                    else max(0.0, deadline - loop.time())
                 )
             finally:
                 await self.client.close()
@@ -290,19 +291,11 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         # as aiokafka: a producer garbage-collected without stop() (started or not) is a
         # resource leak
         if not getattr(self, "_closed", True):
-            # release its sockets and tasks now, as aiokafka's do when collected with it (first:
-            # the warning raises where warnings are errors)
             self._closed = True
             client = getattr(self, "client", None)
-            for part in (getattr(self, "_sender", None), client):
-                if part is not None:
-                    part.abandon()
-            loop = getattr(client, "_loop", None)
-            if loop is not None and not loop.is_closed():  # as aiokafka: the loop's handler too
-                loop.call_exception_handler(
-                    {"producer": self, "message": "Unclosed AIOKafkaProducer"}
-                )
-            _warn(f"Unclosed AIOKafkaProducer {self!r}", ResourceWarning, source=self)
+            report_unclosed(
+                self, "producer", (getattr(self, "_sender", None), client), client, _warn
+            )
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
@@ -334,9 +327,9 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
             # needed: a record that fits in the batch fits in max_request_size (see _fast).
             if self._value_serializer is not None:
                 value = self._value_serializer(value)
-            sticky = self._sticky_state.get(topic)
+            sticky = self._sticky_current(topic)
             if sticky is not None:
-                batch = sticky[1]
+                batch = sticky.batch
                 if batch is not None:  # a sealed batch's append takes nothing
                     ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
                     idx = batch.append(ts, None, value)
@@ -360,132 +353,6 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
                 return await self._append_wait(*done)
         return await self._send(topic, value, key, partition, timestamp_ms, headers, False)
 
-    async def _send(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        timestamp_ms: int | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-        serialized: bool,
-    ) -> RecordHandle:
-        """send() beyond its fast paths; ``serialized``: the serializers already ran."""
-        if self._gated:
-            self._check_gate()
-        if not serialized:
-            if self._key_serializer is not None:
-                key = self._key_serializer(key)
-            if self._value_serializer is not None:
-                value = self._value_serializer(value)
-        parts = self._topic_cache.get(topic)
-        if parts is None:
-            parts = await self._topics.get(topic)
-        if partition is not None and partition not in parts[2]:
-            parts = await self._topics.with_partition(topic, partition)
-        if self._h_send:
-            return await self._send_hooked(
-                topic, value, key, partition, timestamp_ms, headers, parts
-            )
-        done = self._append_now(topic, value, key, partition, timestamp_ms, headers, parts)
-        if type(done) is RecordHandle:
-            return done
-        return await self._append_wait(*done)
-
-    async def _send_hooked(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        timestamp_ms: int | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-        parts: Parts,
-    ) -> RecordHandle:
-        """_send() with on_send hooks: the partition is chosen first (the hooks see it), then
-        the record goes in with the headers the hooks returned."""
-        sticky = None
-        if partition is None:
-            if key is None and self._sticky is not None:
-                sticky = self._sticky.for_topic(topic, parts[0], parts[1])
-                partition = sticky[0]
-            else:
-                partition = self._partitioner(key, parts[0], parts[1])
-        assert partition is not None
-        headers = apply_send(self._h_send, topic, partition, key, value, headers or ())
-        done = self._append_now(topic, value, key, partition, timestamp_ms, headers, parts)
-        handle = done if type(done) is RecordHandle else await self._append_wait(*done)
-        if sticky is not None and sticky[1] is None:
-            sticky[1] = handle[0]  # later sends stay on this partition until the batch seals
-        return handle
-
-    def _append_now(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        timestamp_ms: int | None,
-        headers: Sequence[tuple[str, bytes | None]] | None,
-        parts: Parts,
-    ) -> RecordHandle | tuple[Any, ...]:
-        """Size check, partition choice and the append into the partition's open batch when
-        it has room: the record's handle; else the arguments of :meth:`_append_wait`.
-        ``partition`` is None or one of ``parts``; key and value are serialized."""
-        guard = self._size_guard
-        if headers is None:
-            headers = ()
-            if (value is not None and len(value) > guard) or (key is not None and len(key) > guard):
-                self._check_size(key, value, headers)
-        elif headers:
-            # estimate_record_size inlined (two calls less per record with headers): the
-            # record's upper bound from the cached encoded headers
-            size = (
-                _RECORD_BOUND
-                + len(encoded_headers(headers))
-                + (len(key) if key is not None else 0)
-                + (len(value) if value is not None else 0)
-            )
-            if size > self._max_request_size:
-                self._check_size(key, value, headers)
-        elif (value is not None and len(value) > guard) or (key is not None and len(key) > guard):
-            self._check_size(key, value, headers)
-        sticky = None
-        if partition is None:
-            if key is None and self._sticky is not None:
-                sticky = self._sticky.for_topic(topic, parts[0], parts[1])
-                partition = sticky[0]
-            else:
-                partition = self._partitioner(key, parts[0], parts[1])
-        ts = _time_ns() // 1000000 if timestamp_ms is None else timestamp_ms
-        # fast path: the partition's open batch has room (see Accumulator.try_append)
-        opened = self._acc_open.get(topic)
-        if opened is not None:
-            batch = opened.get(partition)
-            if batch is not None:
-                idx = batch.append(ts, key, value, headers)
-                if idx is not None:
-                    if sticky is not None and sticky[1] is None:
-                        sticky[1] = batch  # later unkeyed sends take send()'s fast path
-                    return RecordHandle((batch, idx, ts))
-        return (topic, partition, ts, key, value, headers, sticky)
-
-    async def _append_wait(
-        self,
-        topic: str,
-        partition: int,
-        ts: int,
-        key: Any,
-        value: Any,
-        headers: Any,
-        sticky: list[Any] | None,
-    ) -> RecordHandle:
-        """The accumulator's append: opens a batch, waiting for buffer memory if needed."""
-        handle = await self._acc.append(topic, partition, ts, key, value, headers)
-        if sticky is not None and sticky[1] is None:
-            sticky[1] = handle[0]
-        return handle
-
     def _check_gate(self) -> None:
         if self._closed or not self._started:
             raise (
@@ -497,14 +364,6 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         if txn is not None and txn.transactional and txn.state is not TxnState.IN_TRANSACTION:
             txn.raise_if_fatal()
             raise Errors.IllegalOperation("Can't send messages while not in transaction")
-
-    def _check_size(self, key: Any, value: Any, headers: Any) -> None:
-        size = estimate_record_size(key, value, headers) + 61
-        if size > self._max_request_size:
-            raise Errors.MessageSizeTooLargeError(
-                f"the record is {size} bytes when serialized, larger than "
-                f"max_request_size={self._max_request_size}"
-            )
 
     async def send_and_wait(
         self,
@@ -519,6 +378,78 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         handle = await self.send(topic, value, key, partition, timestamp_ms, headers)
         md: RecordMetadata = await handle
         return md
+
+    # ---- bulk sends (RecordAppender) -------------------------------------------------------
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        keys: Sequence[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> Sequence[RecordHandle]:
+        """Bulk path: queue many records of one topic in one call; one handle per record.
+
+        Equivalent to ``[await send(topic, v, key=k, partition=partition, ...) ...]`` but
+        without a coroutine per record: unkeyed records go straight into the partition's open
+        batch (``partition`` if given, else the sticky partition), all stamped with one
+        timestamp (``timestamp_ms`` or now). With ``keys`` each record is partitioned by key.
+        Returns a sequence of handles, in order (unkeyed and without headers: a lazy
+        :class:`~aiokafka_lite.producer.batch.RecordHandles`, else a list).
+        """
+        return await self._appender.send_many(
+            topic,
+            values,
+            keys=keys,
+            partition=partition,
+            timestamp_ms=timestamp_ms,
+            headers=headers,
+        )
+
+    def create_batch(self) -> BatchBuilder:
+        """An empty :class:`BatchBuilder` to fill and pass to :meth:`send_batch`."""
+        return self._appender.create_batch()
+
+    async def send_batch(
+        self, batch: BatchBuilder, topic: str, *, partition: int | None = None
+    ) -> RecordHandle:
+        """Queue a filled :class:`BatchBuilder` for ``partition`` (None: the partitioner
+        chooses, as for an unkeyed record); resolves to the metadata of its first record
+        (offset = the batch's base offset)."""
+        return await self._appender.send_batch(batch, topic, partition=partition)
+
+    # ---- transactions (Transactions) --------------------------------------------------------
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction (requires ``transactional_id``). Waiting for the producer id
+        is shielded: cancelling this call before the transaction began starts none."""
+        await self._transactions.begin_transaction()
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn).
+
+        The commit runs in its own task: a cancelled caller stops waiting, the commit goes on
+        (the state is ``COMMITTING`` until the broker answered, then ``READY``, or the
+        error's), as aiokafka's does."""
+        await self._transactions.commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        """Abort the current transaction: unsent records fail, sent ones are discarded.
+        Like a commit, the abort goes on when its caller is cancelled."""
+        await self._transactions.abort_transaction()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
+    ) -> None:
+        """Commit consumer offsets as part of the current transaction."""
+        await self._transactions.send_offsets_to_transaction(offsets, group_id)
+
+    def transaction(self) -> TransactionContext:
+        """``async with producer.transaction():`` commits on success, aborts on error."""
+        return TransactionContext(self)
 
     # ---- observability ---------------------------------------------------------------------
 
@@ -559,13 +490,13 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
     @property
     def _request_timeout_ms(self) -> int:
         """``request_timeout_ms`` (kstreams' test helpers)."""
-        return self.client.request_timeout_ms
+        return self._settings.request_timeout_ms
 
     async def send_arrow(self, topic: str, table: Any) -> list[RecordHandle]:
         """Send the rows of a ``pyarrow`` Table (columns value, optionally key, partition,
         timestamp, headers) as :meth:`send` would, one by one; returns one awaitable per batch
         used (see :func:`aiokafka_lite.producer.arrow.send_table`). Extra ``arrow``."""
-        return await send_table(self, topic, table)
+        return await send_table(self.send, topic, table, self._appender)
 
     @property
     def _txn_manager(self) -> TransactionManager | None:
@@ -586,12 +517,9 @@ class AIOKafkaProducer(BulkSendMixin, TransactionsMixin):
         given); opentelemetry-instrumentation-aiokafka calls it for its span attribute."""
         if partition is not None:
             return partition
-        cluster = self.client.cluster
-        all_parts = sorted(cluster.partitions_for_topic(topic) or ())
-        available = sorted(cluster.available_partitions_for_topic(topic) or ())
-        if not all_parts:
-            raise Errors.KafkaTimeoutError(f"no metadata for topic {topic!r} yet")
-        return int(self._partitioner(serialized_key, all_parts, available))
+        return partition_from_metadata(
+            self.client.cluster, self._partitioner, topic, serialized_key
+        )
 
 
 Producer = AIOKafkaProducer

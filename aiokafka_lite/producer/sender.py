@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._signal import wake_future
 from aiokafka_lite._supervise import Supervisor, unexpected
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import HookSet, emit
 from aiokafka_lite.producer.accumulator import Accumulator, PartitionQueue
@@ -54,7 +54,7 @@ class Sender:
         acc: Accumulator,
         *,
         acks: int,
-        request_timeout_ms: int,
+        broker_timeout_ms: int,
         retry_backoff_ms: int,
         max_in_flight: int,
         max_request_size: int,
@@ -64,7 +64,8 @@ class Sender:
         self.client = client
         self.acc = acc
         self.acks = acks
-        self.request_timeout_ms = request_timeout_ms
+        #: the timeout written into each Produce request (``Timeouts.broker_ms``)
+        self.broker_timeout_ms = broker_timeout_ms
         self.retry_backoff = retry_backoff_ms / 1000
         self.max_in_flight = max(1, max_in_flight)
         self.max_request_size = max_request_size
@@ -98,7 +99,7 @@ class Sender:
         self._sup = Supervisor("producer", retry_backoff_ms, log)
         self._guard = self._sup.guard("sender")
         self._g_request = self._sup.guard("produce request")
-        self._resume_at = 0.0  # backing off until then (monotonic)
+        self._resume_at = 0.0  # backing off until then (loop time)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -198,7 +199,7 @@ class Sender:
     wake = wakeup  # QueueEvents: an append waits for memory, or a flush began
 
     def wakeup_at(self, when: float) -> None:
-        """The loop must run by ``when`` (monotonic): wake it unless it already will."""
+        """The loop must run by ``when`` (loop time): wake it unless it already will."""
         if self._waiter is None:
             self._woken = True  # running (or not started): it looks again before sleeping
             return
@@ -330,7 +331,7 @@ class Sender:
         turn ended) when the loop is not needed for it; the loop's timers (linger, retry
         backoff) are moved earlier when needed."""
         txn = self.txn
-        if self._resume_at > time.monotonic():  # backing off after an unexpected error:
+        if self._resume_at > loop_time():  # backing off after an unexpected error:
             self.wakeup_at(self._resume_at)  # the loop drains after it
             return
         if (
@@ -342,7 +343,7 @@ class Sender:
             self.wakeup()
             return
         try:
-            now = time.monotonic()
+            now = loop_time()
             nxt = self.acc.seal_ready(now, self._sendable)
             retry = self._drain_sinks(now)
         except Exception as exc:  # the loop will retry and report
@@ -378,11 +379,11 @@ class Sender:
         loop = asyncio.get_running_loop()
         acc = self.acc
         while True:
-            pause = self._resume_at - time.monotonic()
+            pause = self._resume_at - loop.time()
             if pause > 0:  # an unexpected error: wake-ups do not cut the back-off short
                 await asyncio.sleep(pause)
             self._woken = False
-            now = time.monotonic()
+            now = loop.time()
             nxt = None
             try:
                 nxt = acc.seal_ready(now, self._sendable)
@@ -413,7 +414,7 @@ class Sender:
                 timer = None  # idle: a new batch or a response wakes us
                 self._sleep_until = None
             else:
-                t = time.monotonic()
+                t = loop.time()
                 wait = _IDLE_WAKE if nxt is None else max(0.0, min(_IDLE_WAKE, nxt - t))
                 self._sleep_until = t + wait
                 timer = loop.call_later(wait, wake_future, fut)
@@ -433,7 +434,7 @@ class Sender:
     def unexpected_request(self, exc: Exception) -> Errors.KafkaError:
         """A Produce request failed with an unexpected exception (``Sink._send``): logged
         once, no drain before the back-off; the error its batches fail with."""
-        self._resume_at = time.monotonic() + self._g_request.failed(exc)
+        self._resume_at = loop_time() + self._g_request.failed(exc)
         return self._sup.take() or unexpected("producer: produce request", exc)
 
     def request_ok(self) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.producer.accumulator import PartitionQueue
@@ -48,7 +48,7 @@ class SinkHost(Protocol):
     client: Any
     txn: Any  # the TransactionManager, or None
     acks: int
-    request_timeout_ms: int
+    broker_timeout_ms: int  # written into each Produce request
     retry_backoff: float  # seconds
     max_in_flight: int
     max_request_size: int
@@ -222,7 +222,7 @@ class Sink:
         req = req_cls(
             transactional_id=txn.transactional_id if txn is not None else None,
             acks=s.acks,
-            timeout_ms=s.request_timeout_ms,
+            timeout_ms=s.broker_timeout_ms,
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
         )
         if s.acks:
@@ -308,7 +308,7 @@ class Sink:
         s = self.sender
         if retry_action(exc).retriable:  # the connection broke, timed out, ...: ask again
             s.client.request_update()
-        now = time.monotonic()
+        now = loop_time()
         for b in batches:
             if sent:
                 s.acc.mark_maybe_written(b)
@@ -356,7 +356,7 @@ class Sink:
                     )
         # the new leaders at once, without a Metadata round trip: their batches go again now
         moved = s.client.apply_leaders(hints, resp.node_endpoints or ()) if hints else set()
-        now = time.monotonic()
+        now = loop_time()
         refresh = False
         for b in batches:
             part = results.get((b.tp.topic, b.tp.partition))
@@ -374,9 +374,9 @@ class Sink:
                     self._acked(b, part.base_offset)
                 acc.complete(b, part.base_offset, part.log_append_time_ms, part.log_start_offset)
                 continue
+            # (INVALID_PRODUCER_EPOCH: InvalidProducerEpoch, a ProducerFenced as aiokafka raises,
+            # abortable in a transaction as Java's)
             err_cls = Errors.for_code(code)
-            if err_cls is Errors.InvalidProducerEpoch:  # another producer took over the id:
-                err_cls = Errors.ProducerFenced  # aiokafka's class for it
             exc = err_cls(part.error_message or f"producing to {b.tp.topic}-{b.tp.partition}")
             if code in _APPENDED_UNACKED:
                 acc.mark_maybe_written(b)
@@ -401,7 +401,7 @@ class Sink:
 
     def _acked(self, batch: ProducerBatch, base_offset: int) -> None:
         tp = batch.tp
-        latency = time.monotonic() - batch.created
+        latency = loop_time() - batch.created
         emit(
             self.sender.hook_acked,
             tp.topic,

@@ -7,8 +7,11 @@ requests: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, 
 Coordinator requests run through the executor's
 :func:`~aiokafka_lite.ops._exec.coordinator_call` (the client's coordinator cache, the one retry
 classifier): retriable errors (coordinator moved or loading, concurrent transactions, lost
-connections) are retried until ``max_block_ms``. ``ProducerFenced`` and friends are fatal:
-every later operation raises them.
+connections) are retried until ``max_block_ms``. The other errors are sorted by KIP-1050's
+classes (:func:`~aiokafka_lite.errors.txn_error_class`, as the Java client 4.4): abortable ones
+make the transaction ABORTABLE_ERROR, application-recoverable (``ProducerFenced``...) and
+producer-fatal ones (``InvalidTxnState``...) FATAL_ERROR, and every later operation raises
+them.
 """
 
 from __future__ import annotations
@@ -28,15 +31,18 @@ __all__ = ["TXN_TRANSITIONS", "Bump", "TransactionManager", "TxnState"]
 
 log = logging.getLogger(__name__)
 
-_FATAL = (
-    Errors.ProducerFenced,
-    Errors.InvalidProducerEpoch,
-    Errors.TransactionalIdAuthorizationFailed,
-    Errors.InvalidProducerIdMapping,
-    Errors.TransactionCoordinatorFenced,
-    Errors.UnsupportedVersionError,
-    Errors.ClusterAuthorizationFailedError,
+#: the KIP-1050 classes after which the producer cannot go on (Errors.txn_error_class)
+_FATAL_CLASSES = frozenset(
+    {Errors.TxnErrorClass.APPLICATION_RECOVERABLE, Errors.TxnErrorClass.PRODUCER_FATAL}
 )
+
+
+def _fatal(exc: BaseException) -> bool:
+    """True for errors that end the producer (application-recoverable, producer-fatal), as
+    the Java client 4.4 sorts them; the rest make a transaction abortable."""
+    return Errors.txn_error_class(exc) in _FATAL_CLASSES
+
+
 _MAX_EPOCH = 32767
 
 
@@ -192,8 +198,9 @@ class TransactionManager:
             raise self.error
 
     def set_error(self, exc: BaseException) -> None:
-        """Record an error from a produce/txn response: fatal or abortable."""
-        if isinstance(exc, _FATAL):
+        """Record an error from a produce/txn response: fatal or abortable (KIP-1050's class,
+        :func:`~aiokafka_lite.errors.txn_error_class`)."""
+        if _fatal(exc):
             if self.state is not TxnState.FATAL_ERROR:
                 self._to(TxnState.FATAL_ERROR)
             self.error = exc
@@ -256,7 +263,7 @@ class TransactionManager:
         try:
             await self.init_producer_id(bump=True)
         except Errors.KafkaError as exc:
-            if isinstance(exc, _FATAL) or getattr(exc, "retriable", False):
+            if _fatal(exc) or getattr(exc, "retriable", False):
                 raise
             log.info("epoch bump refused (%r): requesting a new producer id", exc)
             self.producer_id = self.producer_epoch = -1

@@ -2,40 +2,45 @@
 ``abort_transaction()``, ``send_offsets_to_transaction()`` and ``async with
 producer.transaction():`` (:class:`TransactionContext`).
 
-:class:`TransactionsMixin` is part of
-:class:`~aiokafka_lite.producer.producer.AIOKafkaProducer`; it drives the producer's
+:class:`Transactions` is a part of :class:`~aiokafka_lite.producer.producer.AIOKafkaProducer`,
+which delegates those calls to it. It drives the producer's
 :class:`~aiokafka_lite.producer.transaction.TransactionManager` (the coordinator requests and
-the transaction state) and waits for the transaction's records through the accumulator.
+the transaction state), waits for the transaction's records through the accumulator, and
+owns the task of the commit or abort last started.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite.producer.accumulator import Accumulator
+from aiokafka_lite.producer.sender import Sender
 from aiokafka_lite.producer.transaction import TransactionManager, TxnState
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
-if TYPE_CHECKING:
-    from aiokafka_lite.producer.accumulator import Accumulator
-    from aiokafka_lite.producer.sender import Sender
-
-__all__ = ["TransactionContext", "TransactionsMixin"]
+__all__ = ["TransactionCalls", "TransactionContext", "Transactions"]
 
 
-class TransactionsMixin:
-    """The transaction calls (mixed into the producer)."""
+class Transactions:
+    """The transaction calls of one producer."""
 
-    #: the commit or abort task last started (see _ending)
-    _txn_ending: asyncio.Future[None] | None = None
-
-    if TYPE_CHECKING:  # the producer's, set in its constructor
-        _txn: TransactionManager | None
-        _acc: Accumulator
-        _sender: Sender
-        _delivery_timeout_ms: int
+    def __init__(
+        self,
+        txn: TransactionManager | None,
+        acc: Accumulator,
+        sender: Sender,
+        *,
+        delivery_timeout_ms: int,
+    ) -> None:
+        self._txn = txn
+        self._acc = acc
+        self._sender = sender
+        self._delivery_timeout_ms = delivery_timeout_ms
+        #: the commit or abort task last started (see _ending)
+        self._txn_ending: asyncio.Future[None] | None = None
 
     def _transactional(self) -> TransactionManager:
         txn = self._txn
@@ -47,18 +52,13 @@ class TransactionsMixin:
         return txn
 
     async def begin_transaction(self) -> None:
-        """Start a transaction (requires ``transactional_id``). Waiting for the producer id
-        is shielded: cancelling this call before the transaction began starts none."""
+        """:meth:`AIOKafkaProducer.begin_transaction`."""
         txn = self._transactional()
         await asyncio.shield(txn.init_producer_id())
         txn.begin()
 
     async def commit_transaction(self) -> None:
-        """Deliver every record of the transaction, then commit it (EndTxn).
-
-        The commit runs in its own task: a cancelled caller stops waiting, the commit goes on
-        (the state is ``COMMITTING`` until the broker answered, then ``READY``, or the
-        error's), as aiokafka's does."""
+        """:meth:`AIOKafkaProducer.commit_transaction`."""
         txn = self._transactional()
         if txn.state is TxnState.ABORTABLE_ERROR:
             assert txn.error is not None
@@ -82,8 +82,7 @@ class TransactionsMixin:
         await txn.end(commit=True)
 
     async def abort_transaction(self) -> None:
-        """Abort the current transaction: unsent records fail, sent ones are discarded.
-        Like a commit, the abort goes on when its caller is cancelled."""
+        """:meth:`AIOKafkaProducer.abort_transaction`."""
         txn = self._transactional()
         if txn.state not in (
             TxnState.IN_TRANSACTION,
@@ -111,7 +110,7 @@ class TransactionsMixin:
         task = self._txn_ending = asyncio.ensure_future(work)
         await asyncio.shield(task)
 
-    async def _wait_ending(self, timeout: float) -> None:
+    async def wait_ending(self, timeout: float) -> None:
         """At ``stop()``: give a commit or abort whose caller stopped waiting up to
         ``timeout`` seconds to finish, then cancel it (the transaction stays open on the
         broker, which aborts it after ``transaction_timeout_ms``)."""
@@ -119,10 +118,6 @@ class TransactionsMixin:
         if task is not None and not task.done():
             await asyncio.wait([task], timeout=timeout)
             task.cancel()
-
-    def transaction(self) -> TransactionContext:
-        """``async with producer.transaction():`` commits on success, aborts on error."""
-        return TransactionContext(self)
 
     async def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], group_id: str
@@ -136,10 +131,23 @@ class TransactionsMixin:
         await txn.add_offsets(offsets, group_id)
 
 
+class TransactionCalls(Protocol):
+    """What :class:`TransactionContext` drives: the producer's transaction calls."""
+
+    async def begin_transaction(self) -> None: ...
+
+    async def commit_transaction(self) -> None: ...
+
+    async def abort_transaction(self) -> None: ...
+
+    @property
+    def _txn_manager(self) -> TransactionManager | None: ...
+
+
 class TransactionContext:
     """Async context manager returned by :meth:`AIOKafkaProducer.transaction`."""
 
-    def __init__(self, producer: TransactionsMixin) -> None:
+    def __init__(self, producer: TransactionCalls) -> None:
         self._producer = producer
 
     async def __aenter__(self) -> TransactionContext:
@@ -150,7 +158,7 @@ class TransactionContext:
         if exc_type is None:
             await self._producer.commit_transaction()
             return
-        txn = self._producer._txn
+        txn = self._producer._txn_manager
         if txn is not None and txn.state is TxnState.FATAL_ERROR:
             return
         await self._producer.abort_transaction()

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import CorrelationIdError, KafkaProtocolError, UnsupportedVersionError
 from .frames import decode_response, encode_request
 
-__all__ = ["Session", "api_name", "decode_answer", "pick_version"]
+__all__ = ["Session", "api_name", "capped_version", "decode_answer", "pick_version"]
 
 _I32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
@@ -150,3 +150,17 @@ def pick_version(request_class: type, api_versions: dict[int, tuple[int, int]], 
             f"v{cmin}-v{cmax}, {where} supports v{bmin}-v{bmax}"
         )
     return int(version)
+
+
+def capped_version(
+    request_class: Any, api_versions: dict[int, tuple[int, int]], max_version: int, where: str
+) -> int:
+    """``max_version`` (below what :func:`pick_version` gives, for an answer the caller can
+    only read up to it) when both sides speak it, else UnsupportedVersionError."""
+    bmin = api_versions.get(request_class.API_KEY, (0, 0))[0]
+    if max_version < max(bmin, request_class.MIN_VERSION):
+        raise UnsupportedVersionError(
+            f"{request_class.__name__} v{max_version} or older is needed, and {where} speaks "
+            f"v{bmin} at least"
+        )
+    return max_version

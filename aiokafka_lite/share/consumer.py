@@ -211,9 +211,9 @@ class AIOKafkaShareConsumer:
         try:
             if not self._started:
                 return
-            # one close bound for the whole stop (as Java's close timer): request_timeout_ms
+            # one close bound for the whole stop (as Java's close timer): an operation's budget
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + self._client.request_timeout_ms / 1000
+            deadline = loop.time() + self._client.timeouts.retry_ms / 1000
 
             def left() -> float:
                 return max(0.0, deadline - loop.time())
@@ -249,7 +249,7 @@ class AIOKafkaShareConsumer:
                     exc,
                 )
             await self._membership.leave(left())
-        except BaseException:  # cancelled on the way (it propagates): nothing stays running
+        except BaseException:  # cancelled on the way (re-raised): nothing stays running
             self._membership.cancel()
             for task in (self._round, self._acking, *self._async_commits):
                 if task is not None:

@@ -207,9 +207,9 @@ class ShareFetcher:
                 strict_max_records=self._strict,
             )
             try:
-                resp = await self._client.send(
-                    node, request, timeout_ms=self._client.request_timeout_ms + max_wait_ms
-                )
+                # a long poll: the broker holds it up to max_wait_ms
+                wait_ms = self._client.timeouts.client_wait_ms(max_wait_ms)
+                resp = await self._client.send(node, request, timeout_ms=wait_ms)
             except Errors.KafkaError as exc:
                 # the answer is lost: whatever the broker did, the session cannot be trusted
                 s.reset()
@@ -217,7 +217,7 @@ class ShareFetcher:
                 self._client.request_update()
                 log.debug("ShareFetch to node %s failed: %r", node, exc)
                 return
-            except BaseException:  # cancelled mid-request: the session's state is unknown
+            except BaseException:  # cancelled mid-request (re-raised): the session is unknown
                 s.reset()
                 self._report(self._fail_all(acks, _released()))
                 raise
@@ -418,7 +418,7 @@ class ShareFetcher:
         except Errors.KafkaError as exc:
             s.reset()
             return self._fail_all(acks, exc)
-        except BaseException:
+        except BaseException:  # re-raised, cancellation included: the session is unknown
             s.reset()
             raise
         result = share_ops.parse_share_acknowledge(resp)

@@ -21,6 +21,12 @@ from aiokafka.errors import KafkaError
 # ---------------------------------------------------------------------------- producer
 
 
+#: every group member here: Tansu answers a group's first JoinGroup only after half the session
+#: timeout, so the default 10 s session cost 5 s a join there; 6 s is Apache Kafka's least
+#: (group.min.session.timeout.ms), with the heartbeat under it. The same for both clients.
+GROUP_TIMING: dict[str, Any] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
 async def producer_send_metadata(ctx: Any) -> Any:
     topic = await ctx.topic(3)
     async with AIOKafkaProducer(bootstrap_servers=ctx.bootstrap) as p:
@@ -258,6 +264,7 @@ async def consumer_group_start_assignment(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         auto_offset_reset="latest",
     )
     await c.start()
@@ -287,6 +294,7 @@ async def consumer_group_commit_resume(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=group,
+        **GROUP_TIMING,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     ) as c:
@@ -297,7 +305,11 @@ async def consumer_group_commit_resume(ctx: Any) -> Any:
         out["bad_commit_key"] = await ctx.outcome(c.commit({"x": 1}))
         out["bad_commit_value"] = await ctx.outcome(c.commit({tp: "x"}))
     async with AIOKafkaConsumer(
-        topic, bootstrap_servers=ctx.bootstrap, group_id=group, auto_offset_reset="earliest"
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=group,
+        **GROUP_TIMING,
+        auto_offset_reset="earliest",
     ) as c:
         out["position_after_restart"] = await c.position(tp)
         recs = await _collect(c, 2)
@@ -322,11 +334,11 @@ async def consumer_rebalance_listener(ctx: Any) -> Any:
     group = ctx.name("group")
     ev1: list[Any] = []
     ev2: list[Any] = []
-    c1 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group)
+    c1 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group, **GROUP_TIMING)
     c1.subscribe([topic], listener=_Recorder(ev1, "c1"))
     await c1.start()
     out: dict[str, Any] = {"c1_after_start": len(c1.assignment()), "c1_events": list(ev1)}
-    c2 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group)
+    c2 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group, **GROUP_TIMING)
     c2.subscribe([topic], listener=_Recorder(ev2, "c2"))
     started = asyncio.ensure_future(c2.start())
     # c1 must poll to take part in the rebalance (aiokafka runs it in the background anyway)
@@ -357,6 +369,7 @@ async def consumer_pattern_subscription(ctx: Any) -> Any:
         c = AIOKafkaConsumer(
             bootstrap_servers=ctx.bootstrap,
             group_id=ctx.name("group"),
+            **GROUP_TIMING,
             auto_offset_reset="earliest",
             metadata_max_age_ms=1000,
         )
@@ -409,7 +422,9 @@ async def consumer_no_group_subscribe(ctx: Any) -> Any:
 async def consumer_stop_semantics(ctx: Any) -> Any:
     topic = await ctx.topic(1)
     out: dict[str, Any] = {}
-    c = AIOKafkaConsumer(topic, bootstrap_servers=ctx.bootstrap, group_id=ctx.name("group"))
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=ctx.bootstrap, group_id=ctx.name("group"), **GROUP_TIMING
+    )
     await c.start()
     pending = asyncio.ensure_future(c.getmany(timeout_ms=30000))
     await asyncio.sleep(0.2)  # let getmany start waiting (not an assertion)
@@ -427,7 +442,9 @@ async def consumer_stop_semantics(ctx: Any) -> Any:
     out["restart"] = await ctx.outcome(c.start())
     out["stop_twice"] = await ctx.outcome(c.stop())
 
-    c2 = AIOKafkaConsumer(topic, bootstrap_servers=ctx.bootstrap, group_id=ctx.name("group"))
+    c2 = AIOKafkaConsumer(
+        topic, bootstrap_servers=ctx.bootstrap, group_id=ctx.name("group"), **GROUP_TIMING
+    )
     await c2.start()
     pending = asyncio.ensure_future(c2.getone())
     await asyncio.sleep(0.2)
@@ -498,6 +515,7 @@ async def consumer_auto_create_topics(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         auto_offset_reset="earliest",
     ) as c:
         out["assignment_after_start"] = c.assignment()
@@ -643,6 +661,7 @@ async def transaction_send_offsets(ctx: Any) -> Any:
             src,
             bootstrap_servers=ctx.bootstrap,
             group_id=group,
+            **GROUP_TIMING,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             isolation_level="read_committed",
@@ -774,6 +793,7 @@ async def custom_assignor(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         partition_assignment_strategy=(EvenOnly,),
     ) as c:
         assignment = c.assignment()
@@ -790,6 +810,7 @@ async def consumer_seek_and_pause_flow(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     ) as c:
@@ -896,6 +917,7 @@ async def consumer_commit_and_seek_validation(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         auto_offset_reset="earliest",
     ) as c:
         pos = await c.position(tp)
@@ -945,6 +967,7 @@ async def consumer_pattern_no_group(ctx: Any) -> Any:
     c = AIOKafkaConsumer(
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         exclude_internal_topics=False,
         metadata_max_age_ms=200,
     )
@@ -966,6 +989,7 @@ async def consumer_stop_and_out_of_range(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         auto_offset_reset="none",
     )
     await c.start()
@@ -1014,6 +1038,7 @@ async def listener_calls_consumer(ctx: Any) -> Any:
     c = AIOKafkaConsumer(
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
@@ -1174,6 +1199,7 @@ async def consumer_subscribe_again(ctx: Any) -> Any:
     c = AIOKafkaConsumer(
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         heartbeat_interval_ms=500,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -1293,6 +1319,7 @@ async def fetcher_next_record_and_cancel(ctx: Any) -> Any:
         topic,
         bootstrap_servers=ctx.bootstrap,
         group_id=ctx.name("group"),
+        **GROUP_TIMING,
         auto_offset_reset="earliest",
     ) as c:
         with c._subscription.fetch_context():
@@ -1328,7 +1355,7 @@ async def client_bootstrap_none(ctx: Any) -> Any:
 
 
 async def _committed(ctx: Any, group: str, tp: TopicPartition) -> Any:
-    c = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group)
+    c = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group, **GROUP_TIMING)
     await c.start()
     try:
         return await c.committed(tp)
@@ -1350,6 +1377,7 @@ async def consumer_commit_after_stop(ctx: Any) -> Any:
     c = AIOKafkaConsumer(
         bootstrap_servers=ctx.bootstrap,
         group_id=group,
+        **GROUP_TIMING,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
@@ -1369,7 +1397,11 @@ async def consumer_commit_after_stop(ctx: Any) -> Any:
     out["not_assigned"] = await ctx.outcome(c.commit({TopicPartition(topic, 1): 1}))
     # with a member in the group the broker refuses a commit from outside it
     other = AIOKafkaConsumer(
-        topic, bootstrap_servers=ctx.bootstrap, group_id=group, enable_auto_commit=False
+        topic,
+        bootstrap_servers=ctx.bootstrap,
+        group_id=group,
+        **GROUP_TIMING,
+        enable_auto_commit=False,
     )
     await other.start()
     try:

@@ -25,6 +25,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -42,13 +43,27 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <ul>
  * <li>{@code commits}: three transactions of one record each, committed;</li>
  * <li>{@code zombie}: producer A commits one, producer B (same id) initialises, A's next send
- * and commit (the error of each), then B commits one;</li>
+ * commit and abort (the error of each), then B commits one;</li>
  * <li>{@code abort-after-failed-send}: a record the broker refuses (T has a small
  * max.message.bytes) fails its send, the commit fails, the abort works, the next transaction
  * commits one record;</li>
  * <li>{@code ctp --input I --group G --count N}: consume-transform-produce exactly once, reading
  * I read_committed and writing each value upper-cased to T with its offset committed in the
- * same transaction, until N records are processed.</li>
+ * same transaction, until N records are processed;</li>
+ * <li>{@code coordinator-kill --partitions P --pause-ms MS}: one transaction: values v-1000..1049
+ * on P partitions, flushed, a pause (the test kills the transaction coordinator meanwhile),
+ * v-1050..1099 and the commit ({@code commit}; {@code abort} when it failed), then v-2000..2009
+ * committed ({@code next});</li>
+ * <li>{@code bench --partitions P --records R --count N --warmup W}: W + N transactions of R
+ * 100-byte records spread over P partitions, committed one after another; one line with the
+ * seconds of the last N, each one's commit time ({@code commit_ns}) and begin-to-committed
+ * time ({@code txn_ns});</li>
+ * <li>{@code steps --proxies "B1;B2;..."}: for each bootstrap (a fault proxy answering one
+ * request with an injected error), with transactional id ID-i: one transaction of one record (steps {@code send}, {@code commit}), its
+ * abort when the commit failed ({@code abort}), then one more transaction ({@code next}: the
+ * first error of begin, send, commit). The tests run it through the fault proxy, which answers
+ * one request with an injected error: what the application sees of each error class
+ * (KIP-1050).</li>
  * </ul>
  */
 final class TxnOracle {
@@ -89,6 +104,9 @@ final class TxnOracle {
             case "zombie" -> zombie(o);
             case "abort-after-failed-send" -> abortAfterFailedSend(o);
             case "ctp" -> ctp(o);
+            case "steps" -> steps(o);
+            case "coordinator-kill" -> coordinatorKill(o);
+            case "bench" -> bench(o);
             default -> throw new IllegalArgumentException("unknown scenario " + o.get("scenario"));
         }
     }
@@ -129,7 +147,7 @@ final class TxnOracle {
         config.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.get("transactional-id"));
         config.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
         config.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
-        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        config.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, o.getOrDefault("request-timeout-ms", "20000"));
         return new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
     }
 
@@ -162,6 +180,7 @@ final class TxnOracle {
             a.beginTransaction();
             step("zombie-send", error(() -> a.send(record(topic, "a-zombie")).get()));
             step("zombie-commit", error(a::commitTransaction));
+            step("zombie-abort", error(a::abortTransaction));
             b.beginTransaction();
             b.send(record(topic, "b-committed")).get();
             b.commitTransaction();
@@ -184,6 +203,113 @@ final class TxnOracle {
             p.beginTransaction();
             p.send(record(topic, "after")).get();
             step("next-commit", error(p::commitTransaction));
+        }
+    }
+
+    private static void steps(Map<String, String> o) throws Exception {
+        String topic = o.get("topic");
+        String[] proxies = o.getOrDefault("proxies", o.get("bootstrap")).split(";");
+        for (int i = 0; i < proxies.length; i++) {
+            Map<String, String> c = new HashMap<>(o);
+            c.put("bootstrap", proxies[i]);
+            c.put("transactional-id", o.get("transactional-id") + "-" + i);
+            int n = i;
+            try (KafkaProducer<byte[], byte[]> p = producer(c)) {
+                p.initTransactions();
+                p.beginTransaction();
+                caseStep(n, "send", error(() -> p.send(record(topic, "first")).get()));
+                String commit = error(p::commitTransaction);
+                caseStep(n, "commit", commit);
+                if (commit != null) {
+                    caseStep(n, "abort", error(p::abortTransaction));
+                }
+                caseStep(n, "next", error(() -> {
+                    p.beginTransaction();
+                    p.send(record(topic, "next")).get();
+                    p.commitTransaction();
+                }));
+            }
+        }
+    }
+
+    private static void caseStep(int n, String name, String error) {
+        emit("{\"case\":" + n + ",\"step\":\"" + name + "\",\"error\":"
+            + (error == null ? "null" : "\"" + error + "\"") + "}");
+    }
+
+    private static void coordinatorKill(Map<String, String> o) throws Exception {
+        String topic = o.get("topic");
+        int partitions = Integer.parseInt(o.getOrDefault("partitions", "2"));
+        long pause = Long.parseLong(o.getOrDefault("pause-ms", "8000"));
+        try (KafkaProducer<byte[], byte[]> p = producer(o)) {
+            p.initTransactions();
+            p.beginTransaction();
+            for (int i = 1000; i < 1050; i++) {
+                p.send(new ProducerRecord<>(topic, i % partitions, null, ("v-" + i).getBytes(StandardCharsets.UTF_8)));
+            }
+            p.flush();
+            Thread.sleep(pause);  // the test kills the coordinator meanwhile
+            String failed = error(() -> {
+                for (int i = 1050; i < 1100; i++) {
+                    p.send(new ProducerRecord<>(topic, i % partitions, null, ("v-" + i).getBytes(StandardCharsets.UTF_8)));
+                }
+                p.commitTransaction();
+            });
+            step("commit", failed);
+            if (failed != null) {
+                step("abort", error(p::abortTransaction));
+            }
+            step("next", error(() -> {
+                p.beginTransaction();
+                for (int i = 2000; i < 2010; i++) {
+                    p.send(new ProducerRecord<>(topic, i % partitions, null, ("v-" + i).getBytes(StandardCharsets.UTF_8)));
+                }
+                p.commitTransaction();
+            }));
+        }
+    }
+
+    private static void bench(Map<String, String> o) throws Exception {
+        String topic = o.get("topic");
+        int partitions = Integer.parseInt(o.getOrDefault("partitions", "1"));
+        int records = Integer.parseInt(o.getOrDefault("records", "10"));
+        int count = Integer.parseInt(o.getOrDefault("count", "200"));
+        int warmup = Integer.parseInt(o.getOrDefault("warmup", "20"));
+        byte[] value = new byte[100];
+        java.util.Arrays.fill(value, (byte) 'x');
+        long[] commits = new long[count];
+        long[] txns = new long[count];
+        try (KafkaProducer<byte[], byte[]> p = producer(o)) {
+            p.initTransactions();
+            long start = 0;
+            for (int t = -warmup; t < count; t++) {
+                if (t == 0) {
+                    start = System.nanoTime();
+                }
+                long b = System.nanoTime();
+                p.beginTransaction();
+                for (int i = 0; i < records; i++) {
+                    p.send(new ProducerRecord<>(topic, i % partitions, null, value));
+                }
+                long c = System.nanoTime();
+                p.commitTransaction();
+                if (t >= 0) {
+                    long e = System.nanoTime();
+                    commits[t] = e - c;
+                    txns[t] = e - b;
+                }
+            }
+            long elapsed = System.nanoTime() - start;
+            StringBuilder sb = new StringBuilder("{\"step\":\"bench\",\"seconds\":")
+                .append(elapsed / 1e9).append(",\"commit_ns\":[");
+            for (int t = 0; t < count; t++) {
+                sb.append(t == 0 ? "" : ",").append(commits[t]);
+            }
+            sb.append("],\"txn_ns\":[");
+            for (int t = 0; t < count; t++) {
+                sb.append(t == 0 ? "" : ",").append(txns[t]);
+            }
+            emit(sb.append("]}").toString());
         }
     }
 
@@ -228,16 +354,26 @@ final class TxnOracle {
         void call() throws Exception;
     }
 
-    /** The simple class name of what {@code call} throws (an ExecutionException's cause), or null. */
+    /** The simple class name of what {@code call} throws (an ExecutionException's cause), or
+     *  null; a plain KafkaException wrapping another (Java's "in an error state") as
+     *  {@code KafkaException:CauseName}. */
     private static String error(Call call) {
         try {
             call.call();
             return null;
         } catch (ExecutionException e) {
-            return e.getCause().getClass().getSimpleName();
+            return name(e.getCause());
         } catch (Exception e) {
-            return e.getClass().getSimpleName();
+            return name(e);
         }
+    }
+
+    private static String name(Throwable e) {
+        String name = e.getClass().getSimpleName();
+        if (e.getClass() == KafkaException.class && e.getCause() != null) {
+            return name + ":" + e.getCause().getClass().getSimpleName();
+        }
+        return name;
     }
 
     private static void step(String name, String error) {
