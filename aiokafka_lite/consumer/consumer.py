@@ -34,7 +34,6 @@ from aiokafka_lite.structs import (
     TopicPartition,
 )
 
-from .arrow import records_table
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
@@ -369,9 +368,10 @@ class AIOKafkaConsumer:
         """:meth:`getmany` as one ``pyarrow.Table`` with Spark's Kafka schema (key, value,
         topic, partition, offset, timestamp, timestampType, and headers when
         ``include_headers``): the same records, positions, commits and rebalances as
-        :meth:`getmany`, which it calls. Needs pyarrow (extra ``arrow``) and no deserializers."""
-        recs = await self.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
-        return records_table(recs, include_headers)
+        :meth:`getmany`, without a Python object per record. Needs pyarrow (extra ``arrow``)
+        and no deserializers."""
+        poller = self._poller
+        return await poller.getmany_arrow(partitions, timeout_ms, max_records, include_headers)
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
         """The next record (from ``partitions`` if given); waits as long as it takes."""

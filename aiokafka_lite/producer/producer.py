@@ -509,7 +509,7 @@ class AIOKafkaProducer:
         """Send the rows of a ``pyarrow`` Table (columns value, optionally key, partition,
         timestamp, headers) as :meth:`send` would, one by one; returns one awaitable per batch
         used (see :func:`aiokafka_lite.producer.arrow.send_table`). Extra ``arrow``."""
-        return await send_table(self.send, topic, table)
+        return await send_table(self.send, topic, table, self._appender)
 
     @property
     def _txn_manager(self) -> TransactionManager | None:
