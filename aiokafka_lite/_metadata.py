@@ -300,6 +300,13 @@ class MetadataRefresher:
         self._sup.pending = None  # recovered before anyone waited for it
         return True
 
+    def rebootstrap_now(self, where: str) -> None:
+        """A broker answered REBOOTSTRAP_REQUIRED to ``where`` (KIP-1242: ApiVersions v5 found
+        it is not the node of this cluster the metadata names): rebootstrap at once, as for a
+        Metadata answer with that error (nothing with ``metadata_recovery_strategy="none"``)."""
+        log.warning("a broker answered REBOOTSTRAP_REQUIRED to %s", where)
+        self._maybe_rebootstrap("the broker asked for it", now=True)
+
     def _maybe_rebootstrap(self, why: str, now: bool = False) -> None:
         """KIP-1102: forget the known brokers when the trigger time has passed since the last
         metadata (or ``now``), so the next refresh starts from the bootstrap addresses."""

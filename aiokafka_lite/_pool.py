@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 _UNCONNECTED_PENALTY = 1 << 20  # least-loaded: any connected node beats an unconnected one
 
 
+_API_VERSIONS_KEY = 18
+
+
 class ConnectionPool:
     """Connections by ``(node_id, group)``, their connect tasks and each node's backoff."""
 
@@ -50,6 +53,7 @@ class ConnectionPool:
         reconnect_backoff_max_ms: int,
         on_broken: Callable[[], None],
         rebootstrap: bool = True,
+        on_rebootstrap_required: Callable[[], None] | None = None,
     ) -> None:
         self._cluster = cluster
         #: KIP-899: the bootstrap addresses are a last resort also once brokers are known
@@ -61,6 +65,9 @@ class ConnectionPool:
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._on_broken = on_broken
+        #: a broker answered ApiVersions with REBOOTSTRAP_REQUIRED (KIP-1242: it is not the
+        #: node of the cluster the metadata names): the metadata starts again from bootstrap
+        self._on_rebootstrap_required = on_rebootstrap_required
         #: open (or closing) connections by (node_id, group); the client sends on them directly
         self.conns: dict[tuple[int, str], BrokerConnection] = {}
         #: the connect task of each key being connected
@@ -189,10 +196,15 @@ class ConnectionPool:
             node_id=node_id,
             group=group,
             on_close=self._on_conn_close,
+            cluster_id=self._cluster_check(node_id),
             **self._conn_args,
         )
         try:
             await conn.connect(int(self._timeouts.connect_ms))
+        except Errors.RebootstrapRequiredError:
+            if self._on_rebootstrap_required is not None:
+                self._on_rebootstrap_required()
+            raise
         except Errors.KafkaError:
             n = self.failures.get(node_id, 0) + 1
             self.failures[node_id] = n
@@ -212,6 +224,16 @@ class ConnectionPool:
             self.finalized_features_epoch = conn.finalized_features_epoch
             self.finalized_features = conn.finalized_features
         return conn
+
+    def _cluster_check(self, node_id: int) -> str | None:
+        """The cluster id a connection to ``node_id`` sends in ApiVersions v5 (KIP-1242): with
+        rebootstrap on (Java's rule), to a known node, once a handshake showed the cluster speaks
+        v5 (Tansu closes the connection on a v5 request that carries a cluster id)."""
+        if node_id < 0 or not self.rebootstrap:
+            return None
+        if self.api_versions.get(_API_VERSIONS_KEY, (0, 0))[1] < 5:
+            return None
+        return self._cluster.cluster_id
 
     def _on_conn_close(self, conn: BrokerConnection, reason: BaseException | None) -> None:
         key = (conn.node_id if conn.node_id is not None else 0, conn.group)

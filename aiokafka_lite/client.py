@@ -180,6 +180,7 @@ class KafkaClient:
             reconnect_backoff_max_ms=reconnect_backoff_max_ms,
             on_broken=self._connection_broken,
             rebootstrap=metadata_recovery_strategy == "rebootstrap",
+            on_rebootstrap_required=self._rebootstrap_required,
         )
         # the pool's own tables (never rebound): send() reads _conns directly
         self._conns = self._pool.conns
@@ -230,6 +231,12 @@ class KafkaClient:
         moved, refresh it (once started, until closed)."""
         if self._started and not self._closed:
             self.request_update()
+
+    def _rebootstrap_required(self) -> None:
+        """A broker answered ApiVersions with REBOOTSTRAP_REQUIRED (KIP-1242): the address the
+        metadata gave leads to another cluster or node; start again from the bootstrap servers."""
+        self._metadata.rebootstrap_now("ApiVersions")
+        self._connection_broken()
 
     async def _bootstrap_metadata(self) -> None:
         errors: list[str] = []

@@ -40,6 +40,7 @@ from ._sasl import SaslSettings, authenticate
 from ._transport import Callback, FlowControl, Stream
 from .hooks import HookSet, emit
 from .protocol import messages as m
+from .protocol import session as handshake
 from .protocol.session import Session, api_name, capped_version, decode_answer, pick_version
 
 __all__ = ["BrokerConnection", "pick_version", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
@@ -50,8 +51,6 @@ log = logging.getLogger(__name__)
 CLIENT_SOFTWARE_NAME = "aiokafka-lite"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-_UNSUPPORTED_VERSION = 35
-_API_VERSIONS_KEY = 18
 
 CloseCallback = Callable[["BrokerConnection", "BaseException | None"], None]
 
@@ -85,6 +84,7 @@ class BrokerConnection(FlowControl):
         sasl_kerberos_domain_name: str | None = None,
         on_close: CloseCallback | None = None,
         hooks: HookSet | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
             raise ValueError(f"unknown security_protocol {security_protocol!r}")
@@ -93,6 +93,10 @@ class BrokerConnection(FlowControl):
         self.host = host
         self.port = port
         self.node_id = node_id
+        #: the cluster this connection means to reach (KIP-1242): with ``node_id``, sent in
+        #: ApiVersions v5+, and a broker of another cluster (or another node id) answers
+        #: REBOOTSTRAP_REQUIRED (``RebootstrapRequiredError`` from ``connect()``)
+        self.expected_cluster_id = cluster_id
         self.group = group
         self.client_id = client_id
         #: the wait for one answer (the client passes its ``timeouts.request_ms``)
@@ -258,23 +262,20 @@ class BrokerConnection(FlowControl):
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION,
         )
+        if self.expected_cluster_id is not None and self.node_id is not None and self.node_id >= 0:
+            req.cluster_id, req.node_id = self.expected_cluster_id, self.node_id  # v5+ only
         version = req_cls.MAX_VERSION
         resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
-        if resp.error_code == _UNSUPPORTED_VERSION:
-            # The broker answered in the v0 body format and listed its own ApiVersions range.
-            theirs = [k for k in resp.api_keys if k.api_key == _API_VERSIONS_KEY]
-            version = min(theirs[0].max_version, req_cls.MAX_VERSION) if theirs else 0
+        while (lower := handshake.api_versions_retry(resp, version)) is not None:
+            version = lower
             resp = await self.send(req, timeout_ms=self._remaining_ms(deadline), _version=version)
         if resp.error_code:
             raise Errors.for_code(resp.error_code)(
                 f"ApiVersions v{version} to {self.host}:{self.port} failed"
             )
-        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        # no version test here: below v3 the codec gives the fields' defaults (-1, none)
-        self.finalized_features_epoch = resp.finalized_features_epoch
-        self.finalized_features = {
-            f.name: f.max_version_level for f in resp.finalized_features or ()
-        }
+        self.api_versions, self.finalized_features_epoch, self.finalized_features = (
+            handshake.read_api_versions(resp)
+        )
 
     # ------------------------------------------------------------ versions
 

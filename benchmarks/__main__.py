@@ -57,8 +57,11 @@ SCENARIOS: dict[str, tuple[dict[str, Any], int]] = {
     ),
     "produce-batch": (dict(kind="produce", api="batch", records=200_000), 20_000),
     "produce-wait": (dict(kind="produce", api="wait", records=5_000), 500),
+    # the Arrow API (issue 33): send_arrow() tables of 10,000 rows; getmany_arrow()
+    "produce-arrow": (dict(_P, api="arrow", records=200_000), 20_000),
     "consume-getmany": (dict(kind="consume", api="getmany", records=200_000), 20_000),
     "consume-iter": (dict(kind="consume", api="iter", records=200_000), 20_000),
+    "consume-arrow": (dict(kind="consume", api="arrow", records=200_000), 20_000),
     "roundtrip": (dict(kind="roundtrip", records=50_000, concurrency=100), 5_000),
     # a slow application over a 100 MiB backlog in 4 partitions: peak RSS against the fetch
     # limits (the asyncio clients; see LAG_TARGET_MB)
@@ -122,6 +125,13 @@ NOTES: dict[str, str] = {
     "consume-iter": "manual assignment, `async for record in consumer`; confluent-aio: "
     "`await poll(1.0)` one message at a time; confluent-kafka: "
     "`poll(1.0)` one message at a time; kafka-python: `for record in consumer`.",
+    "produce-arrow": "aiokafka_lite: `send_arrow(topic, table)` with tables of 10,000 rows (a "
+    "value column), then flush(); the peers have no Arrow API and run their "
+    "send loop (as produce-send).",
+    "consume-arrow": "aiokafka_lite: `await getmany_arrow(timeout_ms=1000, max_records=10000)` "
+    "in a loop (a table costs ~0.15 ms of pyarrow calls whatever its size), the "
+    "value bytes summed by pyarrow.compute; the peers run their getmany equivalent (as "
+    "consume-getmany).",
     "roundtrip": "one producer and one consumer in one process, at most 100 records in flight.",
     "consume-lag": "aiokafka_lite and aiokafka, manual assignment of 4 partitions holding "
     "100 MiB: `getmany(max_records=500)`, then `asyncio.sleep(0.005)`, until every record was "

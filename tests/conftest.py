@@ -332,6 +332,7 @@ _APACHE_INTEROP_MODULES = (
     "test_records_broker",
     "test_topic_ids",
     "test_rebootstrap",
+    "test_telemetry",
 )
 #: Apache-only group-protocol modules (KIP-848 with the Java client, the live migration, churn,
 #: cooperative rebalancing): long-waiting rebalances, one shard with its own broker
@@ -346,8 +347,9 @@ _APACHE_GROUP_MODULES = (
 #: member driven step by step beside ours: a JVM per scenario, lock and session waits): two
 #: shards of their own, so the plain "apache" shard stays short
 _APACHE_SHARE_JAVA_MODULES = ("test_share_lifecycle_java", "test_share_java_api")
-#: (and the transaction error classes beside Java: one JVM, ten fault proxies)
-_APACHE_848_JAVA_MODULES = ("test_group848_java_corners", "test_txn_errors")
+#: (and the transaction error classes beside Java: one JVM, ten fault proxies; the KIP-1092
+#: close options beside Java)
+_APACHE_848_JAVA_MODULES = ("test_group848_java_corners", "test_txn_errors", "test_close_options")
 #: modules of long-waiting tests (fault paths, differential runs on aiokafka and on us): a
 #: second shard of each broker kind ("<kind>-b"), with its own broker
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")

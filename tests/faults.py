@@ -203,7 +203,7 @@ class FaultProxy:
                 pending[corr] = (key, version)
                 if self.silent:
                     continue
-                if key == API.API_VERSIONS and version > REQUESTS_BY_KEY[key].MAX_VERSION:
+                if key == API.API_VERSIONS and version > _PROXY_API_VERSIONS_MAX:
                     reply = _api_versions_too_new(frame[8:12])
                 else:
                     reply = await self._apply_request(key, version, frame)
@@ -407,20 +407,37 @@ def _only_versions_we_decode(resp: Any) -> None:
     resp.api_keys = kept
 
 
+#: ApiVersions v5+ carry the node id the client means to reach (KIP-1242): the proxy renumbers
+#: nodes (the rebootstrap tests' "cluster B"), so it speaks v4 at most, and neither client (Java
+#: 4.4, ours) sends the check through it, as through any proxy that renumbers nodes
+_PROXY_API_VERSIONS_MAX = 4
+
+
+def _variants(cls: Any) -> list[Any]:
+    """A request class and the variants the codec reads further versions with: transactions
+    V2 (Produce v12, EndTxn v5, TxnOffsetCommit v5) and topic ids (Produce v13, TxnOffsetCommit
+    v6), so a client behind the proxy speaks what the broker offers."""
+    out = [cls]
+    for c in (cls, getattr(cls, "TXN_V2", None)):
+        if c is not None:
+            out += [v for v in (c if c is not cls else None, getattr(c, "BY_ID", None)) if v]
+    return out
+
+
 def _max_decoded(cls: Any) -> int:
-    """The newest version of a request class the codec reads: its transactions V2 version
-    (Produce v12, EndTxn v5, TxnOffsetCommit v5) where it has one, so a client behind the
-    proxy still speaks TV2 to a broker that offers it."""
-    v2 = getattr(cls, "TXN_V2", None)
-    return max(cls.MAX_VERSION, v2.MAX_VERSION if v2 is not None else -1)
+    """The newest version of a request class the proxy reads (ApiVersions: v4, see above)."""
+    if cls.API_KEY == API.API_VERSIONS:
+        return _PROXY_API_VERSIONS_MAX
+    return max(v.MAX_VERSION for v in _variants(cls))
 
 
 def _request_class(key: int, version: int) -> Any:
-    """The request class that reads ``version`` of API ``key`` (its TXN_V2 variant past the
-    TV1 range)."""
+    """The request class (or variant) whose range has ``version`` of API ``key``."""
     cls = REQUESTS_BY_KEY[key]
-    v2 = getattr(cls, "TXN_V2", None)
-    return v2 if v2 is not None and version > cls.MAX_VERSION else cls
+    for v in reversed(_variants(cls)):
+        if v.MIN_VERSION <= version <= v.MAX_VERSION:
+            return v
+    return cls
 
 
 def _api_versions_too_new(corr: bytes) -> bytes:
@@ -432,7 +449,7 @@ def _api_versions_too_new(corr: bytes) -> bytes:
         error_code=35,
         api_keys=[
             resp_cls.ApiVersion(
-                api_key=API.API_VERSIONS, min_version=0, max_version=req_cls.MAX_VERSION
+                api_key=API.API_VERSIONS, min_version=0, max_version=_PROXY_API_VERSIONS_MAX
             )
         ],
     )

@@ -95,7 +95,7 @@ async def test_produce_fetch_list_offsets_every_version(conn):
     name = f"sweep-pf-{uuid.uuid4().hex[:8]}"
     topic_id = await _create(conn, name)
     produced: list[bytes] = []
-    for v in _versions(conn, m.ProduceRequest):
+    for v in _versions(conn, m.ProduceRequest.BY_ID):  # v13+ name the topic by id (KIP-516)
         builder = RecordBatchBuilder(CODEC_NONE, batch_size=16384)
         value = f"produce-v{v}".encode()
         assert builder.append(1_700_000_000_000 + v, b"k", value, [("h", b"v")]) is not None
@@ -106,9 +106,14 @@ async def test_produce_fetch_list_offsets_every_version(conn):
             transactional_id=None,
             acks=-1,
             timeout_ms=10000,
-            topic_data=[m.ProduceRequest.TopicProduceData(name=name, partition_data=[part])],
+            topic_data=[
+                m.ProduceRequest.TopicProduceData(
+                    name=name, topic_id=topic_id, partition_data=[part]
+                )
+            ],
         )
         resp = await conn.send(req, _version=v)
+        assert (resp.responses[0].name or None) == (name if v < 13 else None), v
         answer = resp.responses[0].partition_responses[0]
         assert answer.error_code == 0, (v, answer)
         assert answer.base_offset == len(produced), v
@@ -179,8 +184,86 @@ async def test_group_reads_every_version(conn):
                 break
             await asyncio.sleep(0.2)
         assert described.group_id == group, v
-        # an unknown group: "Dead" with no error, or GROUP_ID_NOT_FOUND from newer versions
-        assert (described.error_code, described.group_state) in ((0, "Dead"), (69, "")), v
+        # an unknown group: "Dead" with no error, v6+ (KIP-1043) "Dead" with GROUP_ID_NOT_FOUND
+        assert (described.error_code, described.group_state) == (69 if v >= 6 else 0, "Dead"), v
+
+
+async def test_offset_commit_fetch_every_version(conn):
+    """Each OffsetCommit version commits (v10 names the topic by id, KIP-848 era) and each
+    OffsetFetch version reads the last commit back, by name up to v9 and by id at v10."""
+    name = f"sweep-oc-{uuid.uuid4().hex[:8]}"
+    topic_id = await _create(conn, name)
+    group = f"sweep-ocg-{uuid.uuid4().hex[:8]}"
+    find = m.FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group])
+    for _ in range(50):  # the offsets topic is created on first use (readiness, bounded)
+        resp = await conn.send(find)
+        code = resp.coordinators[0].error_code if resp.coordinators else resp.error_code
+        if code == 0:
+            break
+        await asyncio.sleep(0.2)
+    committed = -1
+    # v0 keeps offsets in ZooKeeper: a KRaft broker (3.9) refuses it, 4.x no longer has it
+    for v in [v for v in _versions(conn, m.OffsetCommitRequest) if v > 0]:
+        part = m.OffsetCommitRequest.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=100 + v, committed_metadata=f"v{v}"
+        )
+        topic = m.OffsetCommitRequest.OffsetCommitRequestTopic(
+            name=name, topic_id=topic_id, partitions=[part]
+        )
+        req = m.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[topic]
+        )
+        for _ in range(50):  # the group's offsets partition may still be loading
+            resp = await conn.send(req, _version=v)
+            code = resp.topics[0].partitions[0].error_code
+            if code not in (14, 15, 16):
+                break
+            await asyncio.sleep(0.2)
+        assert code == 0, (v, resp)
+        assert (resp.topics[0].name, resp.topics[0].topic_id if v >= 10 else None) == (
+            (name, None) if v < 10 else ("", topic_id)
+        ), v
+        committed = 100 + v
+    for v in [v for v in _versions(conn, m.OffsetFetchRequest) if v > 0]:  # v0: ZooKeeper's
+        topics = m.OffsetFetchRequest.OffsetFetchRequestTopic
+        gtopics = m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics
+        req = m.OffsetFetchRequest(
+            group_id=group,
+            topics=[topics(name=name, partition_indexes=[0])],
+            groups=[
+                m.OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=group,
+                    topics=[gtopics(name=name, topic_id=topic_id, partition_indexes=[0])],
+                )
+            ],
+        )
+        resp = await conn.send(req, _version=v)
+        t = resp.groups[0].topics[0] if v >= 8 else resp.topics[0]
+        assert (t.name or None, t.topic_id if v >= 10 else None) == (
+            (name, None) if v < 10 else (None, topic_id)
+        ), v
+        assert t.partitions[0].committed_offset == committed, v
+
+
+async def test_api_versions_v5_cluster_check(conn, apache_any):
+    """ApiVersions v5 (KIP-1242) with the cluster id and node id the client expects: the
+    right ones connect, another cluster's id is answered REBOOTSTRAP_REQUIRED (the client
+    rebootstraps on it; Kafka 3.9 has no v5 and ignores the check)."""
+    from aiokafka_lite import errors as Errors
+
+    md = await conn.send(m.MetadataRequest(topics=[]))
+    host, port = apache_any.bootstrap.split(",")[0].rsplit(":", 1)
+    node = next(b.node_id for b in md.brokers if b.port == int(port))
+    right = BrokerConnection(host, int(port), node_id=node, cluster_id=md.cluster_id)
+    await right.connect(timeout_ms=10000)
+    right.close()
+    wrong = BrokerConnection(host, int(port), node_id=node, cluster_id="another-cluster-xxxxxx")
+    if conn.api_versions[m.ApiVersionsRequest.API_KEY][1] < 5:
+        await wrong.connect(timeout_ms=10000)  # 3.9: no check
+        wrong.close()
+        return
+    with pytest.raises(Errors.RebootstrapRequiredError):
+        await wrong.connect(timeout_ms=10000)
 
 
 async def test_configs_every_version(conn):
@@ -272,7 +355,8 @@ async def test_api_version_table(broker: Any) -> None:
     for key, cls in sorted(m.REQUESTS_BY_KEY.items()):
         if key not in theirs:
             continue  # an API this broker does not have (none on 4.4)
-        used = pick_version(cls, theirs, "broker")
+        # Produce: the BY_ID class (v13, topics by id, KIP-516) when the metadata has ids
+        used = pick_version(getattr(cls, "BY_ID", None) or cls, theirs, "broker")
         newest = theirs[key][1]
         rows.append(f"  {cls.API_NAME:<28} v{used:<3} v{newest:<3} {'' if used == newest else '<'}")
         if used < newest:

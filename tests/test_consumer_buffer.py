@@ -10,6 +10,7 @@ import pytest
 from aiokafka_lite.consumer.buffer import PartitionBuffer
 from aiokafka_lite.errors import CorruptRecordException
 from aiokafka_lite.records.batch_builder import RecordBatchBuilder
+from aiokafka_lite.records.columns import ColumnBuffers
 from aiokafka_lite.structs import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -96,6 +97,15 @@ def test_read_committed_filters_aborted_and_stops_at_lso() -> None:
     # read_uncommitted sees everything but the markers
     plain = PartitionBuffer(TP, data, 0)
     assert offsets(plain.take(100)) == [0, 1, 2, 3, 6, 7, 8, 9]
+    # getmany_arrow()'s take_columns: the same records, the same final position
+    for aborted, lso, want in (([(1, 0)], 8, [2, 3, 6, 7]), (None, None, [0, 1, 2, 3, 6, 7, 8, 9])):
+        cols = ColumnBuffers(True)
+        buf = PartitionBuffer(TP, data, 0, aborted=aborted, last_stable_offset=lso)
+        assert buf.take_columns(100, cols) == len(want)
+        assert list(struct.unpack(f"<{len(want)}q", cols.bufs[6])) == want
+        ref = PartitionBuffer(TP, data, 0, aborted=aborted, last_stable_offset=lso)
+        ref.take(100)
+        assert buf.position == ref.position
 
 
 def test_deserializers_applied() -> None:

@@ -91,6 +91,32 @@ async def test_proxy_carries_everything(proxy: FaultProxy, new_topic: Any) -> No
     assert (API.FETCH, proxy.delivered[-1][1]) in proxy.delivered
 
 
+async def test_topic_ids_on_the_wire(proxy: FaultProxy, broker: Any, new_topic: Any) -> None:
+    """What goes through the proxy: on Apache Kafka 4.4, Produce v13 and a group's OffsetCommit
+    and OffsetFetch v10 (topics by id, KIP-516); by name on brokers without those versions or
+    without topic ids (Tansu, noida). The records and the commit are the same either way."""
+    topic = await new_topic(partitions=1)
+    async with AIOKafkaProducer(bootstrap_servers=proxy.bootstrap) as p:
+        for i in range(5):
+            await p.send_and_wait(topic, b"%d" % i)
+    group = f"g-{topic}"
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=proxy.bootstrap, group_id=group, auto_offset_reset="earliest"
+    )
+    await c.start()
+    try:
+        assert [r.value for r in await drain(c, 5)] == [b"%d" % i for i in range(5)]
+        await c.commit()
+        assert await c.committed(TopicPartition(topic, 0)) == 5
+    finally:
+        await c.stop()
+    used = {key: {v for k, v in proxy.delivered if k == key} for key in (0, 8, 9)}
+    if broker.kind == "apache":
+        assert (max(used[0]), max(used[8]), max(used[9])) == (13, 10, 10), used
+    else:
+        assert max(used[0]) <= 12 and max(used[8]) <= 9 and max(used[9]) <= 9, used
+
+
 # -- cancellation --------------------------------------------------------------------------
 async def test_cancelled_offsets_lookup_returns_and_client_stays_usable(
     proxy: FaultProxy, kafka_bootstrap: str, new_topic: Any

@@ -53,14 +53,16 @@ KINDS = ("produce", "consume", "roundtrip")
 #: forget); ``gather`` = ``futs.append(await send(...))`` per record, then
 #: ``await asyncio.gather(*futs)`` (the common application pattern); ``wait`` = send_and_wait()
 #: per record; ``batch`` = create_batch/send_batch; ``many`` = send_many() in chunks of 1000
-#: (peers without a bulk API run their send loop instead, and the table says so).
-PRODUCE_APIS = ("send", "gather", "wait", "batch", "many")
+#: (peers without a bulk API run their send loop instead, and the table says so); ``arrow`` =
+#: send_arrow() of pyarrow tables of ARROW_CHUNK rows (peers: their send loop).
+PRODUCE_APIS = ("send", "gather", "wait", "batch", "many", "arrow")
 #: consume APIs: ``getmany`` = ``await getmany()`` in a loop; ``iter`` = ``async for record in
 #: consumer`` (one record at a time); ``lag`` = a slow application: ``getmany(max_records=500)``
 #: then a 5 ms pause, so the backlog waits in the broker and the client's peak RSS shows whether
 #: its buffering is bounded by the fetch limits (asyncio clients only). Peers run their
-#: idiomatic equivalent.
-CONSUME_APIS = ("getmany", "iter", "lag")
+#: idiomatic equivalent. ``arrow`` = ``await getmany_arrow()`` in a loop, the value bytes summed
+#: by pyarrow.compute (peers: their getmany equivalent).
+CONSUME_APIS = ("getmany", "iter", "lag", "arrow")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 

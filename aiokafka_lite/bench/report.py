@@ -52,7 +52,7 @@ def title(report: dict[str, Any]) -> str:
     """``produce (send): 100,000 x 100 B, 1 partition ... on embedded tansu, 2 cores``."""
     cfg = report["config"]
     kind = report["kind"]
-    if kind == "produce" or (kind == "consume" and cfg.get("api") in ("getmany", "iter")):
+    if kind == "produce" or (kind == "consume" and cfg.get("api") in ("getmany", "iter", "arrow")):
         kind += f" ({cfg['api']}" + (", keys" if cfg.get("keys") else "")
         kind += (", headers" if cfg.get("headers") else "") + ")"
     machine = report["machine"]

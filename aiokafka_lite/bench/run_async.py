@@ -144,14 +144,20 @@ async def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         for _ in range(_WARMUP_COUNT if cfg.api == "wait" else 1):
             await producer.send_and_wait(cfg.topic, _WARMUP)
         values = value_pool(cfg.size)
+        if cfg.api == "arrow":  # imported before the measurement
+            import pyarrow  # type: ignore[import-untyped]  # noqa: F401
+            import pyarrow.compute  # type: ignore[import-untyped]  # noqa: F401
         workers = max(1, cfg.concurrency)
         shares = [cfg.records // workers + (i < cfg.records % workers) for i in range(workers)]
         note = None
         if cfg.api == "many" and not hasattr(producer, "send_many"):
             note = "no send_many: send() loop"
+        if cfg.api == "arrow" and not hasattr(producer, "send_arrow"):
+            note = "no send_arrow: send() loop"
         body = {"send": _send_loop, "gather": _gather_loop, "wait": _wait_loop,
                 "batch": _batch_loop,
-                "many": _many_loop if note is None else _send_loop}[cfg.api]  # fmt: skip
+                "many": _many_loop if note is None else _send_loop,
+                "arrow": _arrow_loop if note is None else _send_loop}[cfg.api]  # fmt: skip
         started = time.perf_counter()
         cpu0 = time.process_time()  # every thread of the process
         lasts = await asyncio.gather(
@@ -191,6 +197,29 @@ async def _many_loop(
         last = handles[-1]
         last.add_done_callback(partial(_record_latency, progress, t0))
         progress.done += len(chunk)
+    return last
+
+
+#: rows per send_arrow() table in the ``arrow`` benchmark
+ARROW_CHUNK = 10_000
+
+
+async def _arrow_loop(
+    cfg: RunConfig, producer: Any, values: list[bytes], count: int, progress: Progress
+) -> Any:
+    import pyarrow as pa
+
+    topic = cfg.topic
+    perf = time.perf_counter
+    last = None
+    for start in range(0, count, ARROW_CHUNK):
+        stop = min(start + ARROW_CHUNK, count)
+        table = pa.table({"value": pa.array([values[i & 255] for i in range(start, stop)])})
+        t0 = perf()
+        handles = await producer.send_arrow(topic, table)
+        last = handles[-1]
+        last.add_done_callback(partial(_record_latency, progress, t0))
+        progress.done += stop - start
     return last
 
 
@@ -292,8 +321,11 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     await consumer.start()
     try:
         await _assign_all(cfg, consumer)
+        if cfg.api == "arrow":  # imported before the measurement
+            import pyarrow.compute as pc
         count = 0
         nbytes = 0
+        note = None
         started = time.perf_counter()
         cpu0 = time.process_time()  # every thread of the process
         if cfg.api == "iter":
@@ -318,7 +350,16 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
                     count += len(records)
                 progress.done = count
                 await asyncio.sleep(LAG_PAUSE_S)
+        elif cfg.api == "arrow" and hasattr(consumer, "getmany_arrow"):
+            while count < cfg.records:
+                table = await consumer.getmany_arrow(timeout_ms=1000, max_records=ARROW_CHUNK)
+                if table.num_rows:
+                    nbytes += pc.sum(pc.binary_length(table.column("value"))).as_py() or 0
+                    count += table.num_rows
+                progress.done = count
         else:
+            if cfg.api == "arrow":
+                note = "no getmany_arrow: getmany() loop"
             while count < cfg.records:
                 batches = await consumer.getmany(timeout_ms=1000)
                 for records in batches.values():
@@ -332,7 +373,7 @@ async def _consume(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         cpu_s = time.process_time() - cpu0
     finally:
         await consumer.stop()
-    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed, "cpu_s": cpu_s}
+    return {"records": count, "bytes": nbytes, "elapsed_s": elapsed, "cpu_s": cpu_s, "note": note}
 
 
 async def _roundtrip(cfg: RunConfig, progress: Progress) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
     elif cfg.api == "gather":  # one delivery callback per record stands for its future
         _produce_each_reported(cfg, producer, values, progress, deadline)
     else:
-        if cfg.api in ("batch", "many"):
+        if cfg.api in ("batch", "many", "arrow"):
             note = "no bulk API: produce() loop"
         stride = max(1, cfg.records // max(1, cfg.latency_samples))
         produce = producer.produce

@@ -84,7 +84,7 @@ async def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
         values = value_pool(cfg.size)
         topic = cfg.topic
         perf = time.perf_counter
-        note = "no bulk API: produce() loop" if cfg.api in ("batch", "many") else None
+        note = "no bulk API: produce() loop" if cfg.api in ("batch", "many", "arrow") else None
         started = perf()
         cpu0 = time.process_time()  # every thread of the process
         if cfg.api == "wait":

@@ -89,7 +89,7 @@ def _produce(cfg: RunConfig, progress: Progress) -> dict[str, Any]:
             for fut in futs:
                 fut.get(timeout=30)
         else:
-            if cfg.api in ("batch", "many"):
+            if cfg.api in ("batch", "many", "arrow"):
                 note = "no bulk API: send() loop"
             stride = max(1, cfg.records // max(1, cfg.latency_samples))
             send = producer.send

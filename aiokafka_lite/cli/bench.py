@@ -66,7 +66,7 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
                    help="produce: concurrent sender tasks (default 1); roundtrip: records in flight "
                    "(default 100)")  # fmt: skip
     if kind == "produce":
-        g.add_argument("--api", choices=("send", "gather", "wait", "batch", "many"),
+        g.add_argument("--api", choices=("send", "gather", "wait", "batch", "many", "arrow"),
                        default="send",
                        help="send: pipelined send(), then flush(); gather: keep every send() "
                        "future, then gather them; wait: send_and_wait() each; batch: "
@@ -75,7 +75,7 @@ def _add_options(p: argparse.ArgumentParser, kind: str) -> None:
         g.add_argument("--keys", action="store_true", help="give every record a key")
         g.add_argument("--headers", action="store_true", help="give every record two headers")
     if kind == "consume":
-        g.add_argument("--api", choices=("getmany", "iter"), default="getmany",
+        g.add_argument("--api", choices=("getmany", "iter", "arrow"), default="getmany",
                        help="getmany: getmany() in a loop; iter: async for, one record at a "
                        "time (default: %(default)s)")  # fmt: skip
     r = p.add_argument_group("run")

@@ -25,7 +25,9 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from aiokafka_lite.records.reader import iter_batches
+from aiokafka_lite.records.columns import ColumnBuffers
+from aiokafka_lite.records.reader import RecordBatch, iter_batches
+from aiokafka_lite.records.v2_records import MIN_OFFSET
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
 from .decode import batch_to_records
@@ -156,15 +158,72 @@ class PartitionBuffer:
                 break
         return out
 
-    def _next_batch(self) -> bool:
-        """Decode the next useful batch into ``_records``; False when none is left."""
+    def take_arrow(self, n: int, headers: bool) -> ColumnBuffers:
+        """:meth:`take_columns` into new buffers (``headers``: keep the header columns)."""
+        cols = ColumnBuffers(headers)
+        self.take_columns(n, cols)
+        return cols
+
+    def take_columns(self, n: int, cols: ColumnBuffers) -> int:
+        """:meth:`take` into Arrow column buffers: up to ``n`` records appended to ``cols``
+        without a Python object per record (v2 batches); returns how many. The same records,
+        positions and errors as :meth:`take` (which needs no deserializers here)."""
+        got = 0
+        left = len(self._records) - self._idx
+        if left > 0:  # decoded by an earlier take(): those first
+            recs = self.take(min(n, left))
+            rows = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in recs]
+            cols.add_rows(rows, recs[0].timestamp_type, MIN_OFFSET, len(rows))
+            got = len(rows)
+        while got < n:
+            if self._error is not None:
+                if got:
+                    return got  # the error comes with the next call
+                err, self._error = self._error, None
+                raise err
+            try:
+                batch = self._next_useful()
+                if batch is None:
+                    self.exhausted = True
+                    break
+                before = len(cols)
+                if type(batch) is RecordBatch:
+                    ts = batch.timestamp_type
+                    left_out = cols.add_batch(
+                        batch.records_data(),
+                        batch.record_count,
+                        batch.base_offset,
+                        batch.base_timestamp,
+                        batch.max_timestamp if ts else None,
+                        ts,
+                        self.position,
+                        n - got,
+                    )
+                else:  # legacy message sets
+                    rows = batch.record_tuples()
+                    left_out = cols.add_rows(rows, batch.timestamp_type, self.position, n - got)
+            except Exception as exc:  # corrupt batch: position stays at its start
+                self._error = exc
+                continue
+            got += len(cols) - before
+            if left_out >= 0:  # the limit: the rest of this batch next time
+                self.position = left_out
+                self._batches = itertools.chain((batch,), self._batches)
+                break
+            self.position = self._batch_next
+        return got
+
+    def _next_useful(self) -> Any:
+        """The next batch with records to hand out (control batches, aborted transactions
+        and batches before the position skipped), ``_batch_next`` set past it; None when
+        none is left."""
         for batch in self._batches:
             last = batch.last_offset
             if last < self.position:
                 continue  # entirely before the position
             if self._lso is not None and batch.base_offset >= self._lso:
                 self._batches = iter(())
-                return False
+                return None
             self._batch_next = last + 1
             aborted = self._aborted
             if aborted is not None and (batch.is_transactional or batch.is_control):
@@ -180,6 +239,15 @@ class PartitionBuffer:
             if batch.is_control:
                 self.position = last + 1
                 continue
+            return batch
+        return None
+
+    def _next_batch(self) -> bool:
+        """Decode the next useful batch into ``_records``; False when none is left."""
+        while True:
+            batch = self._next_useful()
+            if batch is None:
+                return False
             try:
                 recs = self._build(batch, self.position)
             except _BadRecord as bad:
@@ -195,12 +263,11 @@ class PartitionBuffer:
                 self._idx = 0
                 return True
             if not recs:
-                self.position = last + 1
+                self.position = batch.last_offset + 1
                 continue
             self._records = recs
             self._idx = 0
             return True
-        return False
 
 
 class _BadRecord(Exception):

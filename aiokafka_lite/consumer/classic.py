@@ -247,12 +247,15 @@ class ClassicExchanges:
                 log.warning("heartbeat error %s", Errors.for_code(code).__name__)
         return actions
 
-    async def leave(self, reason: str, timeout: float | None = None) -> None:
+    async def leave(
+        self, reason: str, timeout: float | None = None, operation: str = "default"
+    ) -> None:
         """LeaveGroup when the machine says so (not a static member: the broker keeps its
         partitions for it). A dead or moved coordinator is looked up again (every
         retry_backoff_ms) and the leave sent to the new one, all within ``timeout``: the
-        other members get the partitions now, not at the end of this member's session."""
-        for action in self.machine.leave(reason):
+        other members get the partitions now, not at the end of this member's session.
+        ``operation``: KIP-1092's (see ``ClassicMachine.leave``)."""
+        for action in self.machine.leave(reason, operation):
             if isinstance(action, Leave):
                 if timeout is None:
                     timeout = self._request_timeout_ms / 1000

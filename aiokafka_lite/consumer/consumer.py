@@ -26,6 +26,7 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, TelemetryPusher, consumer_metric_names
 from aiokafka_lite.structs import (
     ConsumerRecord,
     OffsetAndTimestamp,
@@ -33,12 +34,12 @@ from aiokafka_lite.structs import (
     TopicPartition,
 )
 
-from .arrow import records_table
 from .assignors import RoundRobinPartitionAssignor, resolve_assignors
 from .commits import commit_after_stop, offsets_to_commit
 from .fetcher import Fetcher
 from .group import Coordinator
 from .group848 import ConsumerGroupMember, group_protocol_args
+from .options import BULK_LIMIT, check_arguments, check_membership_operation
 from .poll import Poller
 from .positions import Positions
 from .subscription import (
@@ -49,9 +50,6 @@ from .subscription import (
 )
 
 __all__ = ["AIOKafkaConsumer", "Consumer", "ConsumerRebalanceListener"]
-
-#: records one getmany() hands out when max_poll_records is None (Java's max.poll.records)
-_BULK_LIMIT = 500
 
 log = logging.getLogger(__name__)
 
@@ -122,18 +120,12 @@ class AIOKafkaConsumer:
         hooks: Iterable[object] | None = None,
         group_protocol: str = "classic",
         group_remote_assignor: str | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         warn_ignored_arguments(loop, api_version)
-        if max_poll_records is not None and (
-            not isinstance(max_poll_records, int) or max_poll_records < 1
-        ):
-            raise ValueError("max_poll_records should be a positive integer")
-        if auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ValueError(f"invalid auto_offset_reset {auto_offset_reset!r}")
-        if isolation_level not in ("read_uncommitted", "read_committed"):
-            raise ValueError(f"Incorrect isolation level {isolation_level}")
-        if group_id is None and group_instance_id is not None:
-            raise ValueError("group_instance_id needs a group_id")
+        check_arguments(
+            max_poll_records, auto_offset_reset, isolation_level, group_id, group_instance_id
+        )
         coordinator_class, group_args = group_protocol_args(
             group_protocol,
             group_remote_assignor,
@@ -155,21 +147,20 @@ class AIOKafkaConsumer:
             locals(), allow_auto_topic_creation=allow_auto_create_topics
         )
         self._client = self._settings.new_client(self._hooks)
+        self._telemetry = (
+            TelemetryPusher(self._client, lambda: consumer_metric_names(self.metrics()), client_id)
+            if enable_metrics_push
+            else None
+        )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
         self._allow_auto_create = allow_auto_create_topics
         self._assignors = resolve_assignors(partition_assignment_strategy)
-        # max_poll_records=None: no fixed limit, but one call hands out at most _BULK_LIMIT
-        # records, so a huge buffered response never holds the event loop for long, and the
-        # records an application holds between two calls stay below CPython's gen-0 threshold
-        # (700 new objects): with 2048 per call a consume spent 0.16 of 1.04 us per record
-        # in the garbage collector, promoting live records to older generations; with 500,
-        # none when the caller keeps no new objects per record (benchmarks/README.md)
         self._subscription = SubscriptionState(auto_offset_reset)
         self._poller = Poller(
             self._subscription,
             on_consume=self._h_consume,
-            max_poll_records=max_poll_records or _BULK_LIMIT,
+            max_poll_records=max_poll_records or BULK_LIMIT,
             consumer_timeout=consumer_timeout_ms / 1000,
         )
         self._timeouts = self._client.timeouts  # the named waits (Timeouts)
@@ -246,6 +237,8 @@ class AIOKafkaConsumer:
         )
         self._poller.attach(self._fetcher, self._coordinator)
         self._started = True
+        if self._telemetry is not None:
+            self._telemetry.start()
         if refresh is not None:  # learn (or auto-create) the subscribed / assigned topics first
             if self._allow_auto_create:
                 await self._wait_topics(sorted(wanted))
@@ -267,8 +260,8 @@ class AIOKafkaConsumer:
         elif subs.user_assigned:
             # positions of the assign()ed partitions first: a record published right after
             # start() is then past the position, never before it ("latest" looked up late)
-            deadline = asyncio.get_running_loop().time() + self._start_timeout
-            await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
+            until = asyncio.get_running_loop().time() + self._start_timeout
+            await self._positions.wait_positions(until, self._client.cluster, lambda: self._closed)
 
     async def _wait_topics(self, topics: list[str]) -> None:
         """As aiokafka's start(): wait until every subscribed topic has partitions (created by
@@ -296,19 +289,26 @@ class AIOKafkaConsumer:
             exc, coordinator.fatal = coordinator.fatal, None
             await self.stop()
             raise exc
-        await self._positions.wait_positions(deadline, self._client.cluster, self._stopped)
+        await self._positions.wait_positions(deadline, self._client.cluster, lambda: self._closed)
 
-    async def stop(self) -> None:
-        """Commit (auto commit), leave the group, stop background tasks and close connections."""
+    async def stop(self, *, group_membership_operation: str = "default") -> None:
+        """Commit (auto commit), leave the group, stop background tasks and close connections.
+
+        ``group_membership_operation`` (KIP-1092, Java's ``CloseOptions``): ``"default"`` (a
+        dynamic member leaves, a static one stays), ``"leave_group"`` (a static one leaves too)
+        or ``"remain_in_group"`` (classic: no LeaveGroup; KIP-848: as ``"default"``, as Java's)."""
+        check_membership_operation(group_membership_operation)
         if self._closed:
             return
         self._closed = True
         self._poller.close()
         try:
             if self._coordinator is not None:
-                await self._coordinator.close()
+                await self._coordinator.close(group_membership_operation)
             if self._fetcher is not None:
                 await self._fetcher.close()
+            if self._telemetry is not None:  # KIP-714: the last push, terminating
+                await self._telemetry.close(CLOSE_TIMEOUT_S)
         except BaseException:  # cancelled on the way (re-raised): nothing stays running
             for part in (self._coordinator, self._fetcher):
                 if part is not None:
@@ -316,6 +316,8 @@ class AIOKafkaConsumer:
             raise
         finally:
             self._subscription.abort_waiters(Errors.ConsumerStoppedError("consumer is stopped"))
+            if self._telemetry is not None:
+                self._telemetry.abandon()
             await self._client.close()
 
     async def __aenter__(self) -> AIOKafkaConsumer:
@@ -323,8 +325,7 @@ class AIOKafkaConsumer:
         return self
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
-        # as aiokafka: a consumer garbage-collected without stop() (started or not) is a
-        # resource leak
+        # as aiokafka: a consumer garbage-collected without stop() is a resource leak
         if not getattr(self, "_closed", True):
             self._closed = True
             parts = [getattr(self, n, None) for n in ("_coordinator", "_fetcher", "_client")]
@@ -332,9 +333,6 @@ class AIOKafkaConsumer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    def _stopped(self) -> bool:
-        return self._closed
 
     def _parts(self) -> tuple[Fetcher, Coordinator]:
         if self._closed:
@@ -370,9 +368,10 @@ class AIOKafkaConsumer:
         """:meth:`getmany` as one ``pyarrow.Table`` with Spark's Kafka schema (key, value,
         topic, partition, offset, timestamp, timestampType, and headers when
         ``include_headers``): the same records, positions, commits and rebalances as
-        :meth:`getmany`, which it calls. Needs pyarrow (extra ``arrow``) and no deserializers."""
-        recs = await self.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
-        return records_table(recs, include_headers)
+        :meth:`getmany`, without a Python object per record. Needs pyarrow (extra ``arrow``)
+        and no deserializers."""
+        poller = self._poller
+        return await poller.getmany_arrow(partitions, timeout_ms, max_records, include_headers)
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
         """The next record (from ``partitions`` if given); waits as long as it takes."""

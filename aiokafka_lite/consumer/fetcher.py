@@ -72,8 +72,8 @@ class Fetcher:
             raise ValueError("isolation_level must be 'read_uncommitted' or 'read_committed'")
         self._client = client
         self._subs = subscriptions
-        self._kd = key_deserializer
-        self._vd = value_deserializer
+        self._kd, self._vd = key_deserializer, value_deserializer
+        self.deserializes = key_deserializer is not None or value_deserializer is not None
         self._min_bytes = fetch_min_bytes
         self._max_bytes = fetch_max_bytes
         self._max_wait_ms = fetch_max_wait_ms
@@ -162,10 +162,10 @@ class Fetcher:
         return None
 
     def drain(
-        self, partitions: Collection[TopicPartition], max_records: int
-    ) -> dict[TopicPartition, list[Any]]:
-        """Take up to ``max_records`` buffered records (from ``partitions`` if given).
-        Raises the first pending partition error instead (once)."""
+        self, partitions: Collection[TopicPartition], max_records: int, arrow: bool | None = None
+    ) -> dict[TopicPartition, Any]:
+        """Up to ``max_records`` buffered records (of ``partitions`` if given; ``arrow`` not None:
+        ColumnBuffers, with headers if True); raises the first pending partition error once."""
         subs = self._subs.assignment
         if self._subs.errors or self._sup.pending is not None:
             self._raise_pending(partitions, subs)
@@ -188,7 +188,7 @@ class Fetcher:
             if st.paused:
                 continue
             try:
-                recs = buf.take(n)
+                recs: Any = buf.take(n) if arrow is None else buf.take_arrow(n, arrow)
             except Exception as exc:
                 # a record that cannot be decoded (KafkaError) or deserialized (the user's
                 # exception): the position stays AT it, nothing after it is skipped

@@ -216,8 +216,10 @@ class ClassicCoordinator:
             if t is not None and not t.get_loop().is_closed():
                 t.cancel()
 
-    async def close(self, leave: bool = True) -> None:
-        """Commit (auto commit), leave the group (not for static members) and stop tasks."""
+    async def close(self, leave: str = "default") -> None:
+        """Commit (auto commit), leave the group and stop tasks; ``leave``: KIP-1092's group
+        membership operation, ``"default"`` (static members stay), ``"leave_group"`` or
+        ``"remain_in_group"``."""
         if self._closed:
             return
         self._closed = True
@@ -242,9 +244,9 @@ class ClassicCoordinator:
                 log.warning(
                     "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
                 )
-        if leave:  # also with the coordinator unknown or dead: the leave looks it up again
-            budget = self._leave_budget(deadline - loop.time())
-            await self._leave_group("consumer stopped", max(0.0, budget))
+        # also with the coordinator unknown or dead: the leave looks it up again
+        budget = self._leave_budget(deadline - loop.time())
+        await self._leave_group("consumer stopped", max(0.0, budget), leave)
 
     def _leave_budget(self, remaining: float) -> float:
         """How long the leave at :meth:`close` may take, of the ``remaining`` close budget: at
@@ -534,14 +536,11 @@ class ClassicCoordinator:
         await self.offsets.init_positions()
 
     # -- heartbeats and leaving ------------------------------------------------------------
-    async def _leave_group(self, reason: str, timeout: float | None = None) -> None:
+    async def _leave_group(
+        self, reason: str, timeout: float | None = None, operation: str = "default"
+    ) -> None:
         if self.group_id is not None:
-            await self._ex.leave(reason, timeout)
-
-    async def leave(self, reason: str, timeout: float | None = None) -> None:
-        """Leave the group now (LeaveGroup; not for a static member), within ``timeout``
-        seconds (default request_timeout_ms): a dead or moving coordinator is looked up again."""
-        await self._leave_group(reason, timeout)
+            await self._ex.leave(reason, timeout, operation)
 
     async def _heartbeat_loop(self) -> None:
         """Heartbeats every interval; rejoin, lost membership or fencing from the answers, and

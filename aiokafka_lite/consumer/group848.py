@@ -219,10 +219,11 @@ class ConsumerGroupMember:
             self._task.cancel()
             self.shell.cancel()
 
-    async def close(self, leave: bool = True) -> None:
+    async def close(self, leave: str = "default") -> None:
         """Commit (auto commit), leave with epoch -1 (-2 for a static member, so its restart
-        keeps the assignment) and stop the tasks, all within one request_timeout_ms budget
-        (the leave gets the rest: the session is the broker's)."""
+        keeps the assignment; ``leave``: KIP-1092's operation, see ``ConsumerMachine.leave``)
+        and stop the tasks, all within one request_timeout_ms budget (the leave gets the rest:
+        the session is the broker's)."""
         if self._closed:
             return
         self._closed = True
@@ -240,13 +241,8 @@ class ConsumerGroupMember:
                 log.warning(
                     "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
                 )
-        if leave and self.group_id is not None:
-            # also with the coordinator unknown or dead: the leave looks it up again
-            await self.shell.leave(max(0.0, deadline - loop.time()))
-        else:
-            task = self.shell.cancel()
-            if task is not None:
-                await asyncio.gather(task, return_exceptions=True)
+        # also with the coordinator unknown or dead: the leave looks it up again
+        await self.shell.leave(max(0.0, deadline - loop.time()), leave)
 
     async def commit_through(
         self, client: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]

@@ -28,8 +28,11 @@ from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops import ItemError
 from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.ops.offsets import (
+    offset_commit_max_version,
     offset_commit_request,
+    offset_fetch_max_version,
     offset_fetch_request,
+    offsets_topic_names,
     parse_offset_commit,
     parse_offset_fetch,
 )
@@ -147,6 +150,13 @@ class GroupOffsets:
             self.outside_group = False
             self._client = own
 
+    def _topic_ids(self, tps: Iterable[TopicPartition]) -> dict[str, Any]:
+        """name -> topic id of the topics of ``tps`` the metadata has an id for: with all of
+        them, OffsetCommit / OffsetFetch go at v10, by topic id."""
+        cluster = self._client.cluster
+        ids = {tp.topic: cluster.topic_id(tp.topic) for tp in tps}
+        return {t: i for t, i in ids.items() if i is not None and i.int}
+
     def _check_group(self) -> None:
         if self.group_id is None:
             raise Errors.IllegalOperation("commit/committed need a group_id")
@@ -203,14 +213,16 @@ class GroupOffsets:
             generation=generation if group_managed else -1,
             member_id=member.member_id if group_managed else "",
             group_instance_id=self.group_instance_id if group_managed else None,
+            topic_ids=self._topic_ids(offsets),
         )
+        names = offsets_topic_names(request)
         failed: list[TopicPartition] = []
 
         def error_of(resp: Any) -> int:
             # partitions committed are recorded; the first code that fails the commit wins,
             # else one worth a retry (a coordinator's error first: it is looked up again)
             retry = 0
-            for tp, code in parse_offset_commit(resp).items():
+            for tp, code in parse_offset_commit(resp, names).items():
                 if code == 0:
                     om = offsets[tp]
                     self.last_committed[tp] = om[0] if isinstance(om, tuple) else int(om)
@@ -254,6 +266,7 @@ class GroupOffsets:
             on_error=self._commit_action,
             failure=failure,
             on_expired=_commit_timed_out("offset commit timed out"),
+            max_version=offset_commit_max_version(request),
         )
 
     @staticmethod
@@ -283,12 +296,18 @@ class GroupOffsets:
         group_id: str = self.group_id  # type: ignore[assignment]  # checked by _check_group
         member_id, member_epoch = self._member.fetch_member()
         request = offset_fetch_request(
-            group_id, tps, self._require_stable, member_id=member_id, member_epoch=member_epoch
+            group_id,
+            tps,
+            self._require_stable,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            topic_ids=self._topic_ids(tps),
         )
+        names = offsets_topic_names(request)
         answer: list[Any] = []
 
         def error_of(resp: Any) -> int:
-            parsed = parse_offset_fetch(resp, group_id)[group_id]
+            parsed = parse_offset_fetch(resp, group_id, names)[group_id]
             answer[:] = [parsed]
             return parsed.code if isinstance(parsed, ItemError) else 0
 
@@ -307,8 +326,9 @@ class GroupOffsets:
             what="OffsetFetch",
             failure=failure,
             on_expired=_commit_timed_out("fetching committed offsets timed out"),
+            max_version=offset_fetch_max_version(request),
         )
-        parsed = parse_offset_fetch(resp, group_id)[group_id]
+        parsed = parse_offset_fetch(resp, group_id, names)[group_id]
         assert not isinstance(parsed, ItemError)  # error_of returned 0
         out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(tps)
         for tp, om in parsed.items():

@@ -20,6 +20,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
+from .arrow import columns_table, read_schema, records_table
 from .fetcher import Fetcher
 from .group import Coordinator
 from .subscription import SubscriptionState
@@ -105,6 +106,19 @@ class Poller:
         self, partitions: tuple[TopicPartition, ...], timeout_ms: int, max_records: int | None
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """:meth:`AIOKafkaConsumer.getmany`."""
+        recs = await self._poll(partitions, timeout_ms, max_records, None)
+        if recs and self._h_consume:
+            self._consumed(recs)
+        return recs
+
+    async def _poll(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        timeout_ms: int,
+        max_records: int | None,
+        arrow: bool | None,
+    ) -> dict[TopicPartition, Any]:
+        """getmany()'s wait and drain (``arrow``: see ``Fetcher.drain``)."""
         if max_records is not None and (not isinstance(max_records, int) or max_records < 1):
             raise ValueError("`max_records` must be a positive Integer")
         fetcher, coordinator = self._parts()
@@ -116,10 +130,8 @@ class Poller:
         deadline = loop.time() + timeout_ms / 1000
         while True:
             coordinator.poll()
-            recs = fetcher.drain(tps, n)
+            recs = fetcher.drain(tps, n, arrow)
             if recs:
-                if self._h_consume:
-                    self._consumed(recs)
                 return recs
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -127,6 +139,25 @@ class Poller:
             await fetcher.wait_for_data(min(remaining, self._consumer_timeout))
             if self._closed:  # stopped while waiting: nothing more comes (as aiokafka)
                 return {}
+
+    async def getmany_arrow(
+        self,
+        partitions: tuple[TopicPartition, ...],
+        timeout_ms: int,
+        max_records: int | None,
+        include_headers: bool,
+    ) -> Any:
+        """:meth:`AIOKafkaConsumer.getmany_arrow`: fetched v2 batches decoded straight into
+        Arrow buffers, without a Python object per record (by the compiled codec when
+        installed); with ``on_consume`` hooks or deserializers the records go through
+        :meth:`getmany` instead, as those take record objects."""
+        fetcher, _ = self._parts()
+        if self._h_consume or fetcher.deserializes:
+            recs = await self.getmany(partitions, timeout_ms, max_records)
+            return records_table(recs, include_headers)
+        schema = read_schema(include_headers)  # pyarrow missing: raised before any record moves
+        cols = await self._poll(partitions, timeout_ms, max_records, include_headers)
+        return columns_table(cols, schema)
 
     async def getone(self, partitions: tuple[TopicPartition, ...]) -> ConsumerRecord[Any, Any]:
         """:meth:`AIOKafkaConsumer.getone`."""

@@ -88,7 +88,9 @@ class ApacheKafka:
 
     ``kind`` is ``"apache"`` (the name tests and the CLI use for this broker); ``version`` is an
     Apache Kafka release served by Maven Central (default: the newest pinned 4.x line).
-    ``extra_config`` adds or overrides ``server.properties`` entries on every node.
+    ``extra_config`` adds or overrides ``server.properties`` entries on every node;
+    ``extra_classpath`` puts more directories or jars on the brokers' classpath (a plugin:
+    ``metric.reporters``, e.g. the tests' KIP-714 ``TelemetryRecorder``).
     """
 
     kind = "apache"
@@ -102,6 +104,7 @@ class ApacheKafka:
         startup_timeout: float = 120.0,
         extra_config: dict[str, str] | None = None,
         kerberos: KerberosListener | None = None,
+        extra_classpath: list[str] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
@@ -109,6 +112,7 @@ class ApacheKafka:
         self.host = host
         self.startup_timeout = startup_timeout
         self.extra_config = dict(extra_config or {})
+        self.extra_classpath = list(extra_classpath or ())
         #: the opt-in GSSAPI listener's Kerberos settings (None: no such listener)
         self.kerberos = kerberos
         self.workdir = Path(tempfile.mkdtemp(prefix=f"aiokafka_lite-apache-{version}-"))
@@ -185,7 +189,7 @@ class ApacheKafka:
         on new ports, twice at most."""
         first = self.cluster_id is None
         if first:
-            self.classpath = kafka_classpath(self.version)
+            self.classpath = os.pathsep.join([kafka_classpath(self.version), *self.extra_classpath])
             self.tls_ca, self.tls_keystore = _make_tls(self.workdir / "tls")
         with _live_lock:
             _live.add(self)

@@ -287,15 +287,21 @@ class ClassicMachine(Machine[ClassicState]):
         self._to(ClassicState.UNJOINED)
         return True
 
-    def leave(self, reason: str) -> list[Action]:
-        """LeaveGroup, when in the group and not a static member (the broker keeps a static
-        member's partitions for its return); then :meth:`left`."""
+    def leave(self, reason: str, operation: str = "default") -> list[Action]:
+        """LeaveGroup, then :meth:`left`. ``operation`` (KIP-1092's, as Java 4.4's
+        CloseOptions): "default": not for a static member (the broker keeps its partitions for
+        its return); "leave_group": a static member too (with its instance id);
+        "remain_in_group": none."""
         if self.generation < 0 and not self.member_id:
             return []
-        if self.instance_id is not None or not self.member_id:
+        stays = operation == "remain_in_group" or (
+            self.instance_id is not None and operation != "leave_group"
+        )
+        if stays or not self.member_id:
             self.generation = -1
             return []
-        return [Leave(leave_group_request(self.group_id, self.member_id, reason), "LeaveGroup")]
+        request = leave_group_request(self.group_id, self.member_id, reason, self.instance_id)
+        return [Leave(request, "LeaveGroup")]
 
     def left(self) -> list[Action]:
         """The LeaveGroup was sent (answered or not)."""

@@ -298,14 +298,18 @@ class ConsumerMachine(Machine[ConsumerState]):
 
     # -- leaving --------------------------------------------------------------------------------
 
-    def leave(self, *, poll_timeout: bool = False) -> list[Action]:
+    def leave(self, *, poll_timeout: bool = False, operation: str = "default") -> list[Action]:
         """The leave heartbeat: epoch -1 (a static member: -2, the broker keeps its assignment
         for its return); nothing to send when not in the group. ``poll_timeout``: for lack of
-        polls (the partitions are lost first: :meth:`poll_timed_out`)."""
+        polls (the partitions are lost first: :meth:`poll_timed_out`). ``operation``
+        (KIP-1092): "leave_group": -1 for a static member too; "remain_in_group" is "default"
+        here, as for Java 4.4's consumer (a dynamic member closing so is gone at once,
+        measured)."""
         lost = self.poll_timed_out() if poll_timeout else []
         if self.epoch < 0:
             return lost
-        epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
+        static = self.instance_id is not None and operation != "leave_group"
+        epoch = STATIC_LEAVE_EPOCH if static else LEAVE_EPOCH
         self._to(ConsumerState.LEAVING)
         request = consumer_group_heartbeat_request(
             self.group_id,

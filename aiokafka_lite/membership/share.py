@@ -161,9 +161,11 @@ class ShareMachine(Machine[ShareState]):
 
     # -- leaving --------------------------------------------------------------------------------
 
-    def leave(self, *, poll_timeout: bool = False) -> list[Action]:
+    def leave(self, *, poll_timeout: bool = False, operation: str = "default") -> list[Action]:
         """Leave the group: a heartbeat with epoch -1 when in it (then :meth:`left`), else just
-        drop the assignment. ``poll_timeout``: for lack of polls (the next poll joins again)."""
+        drop the assignment. ``poll_timeout``: for lack of polls (the next poll joins again).
+        ``operation``: KIP-1092's, not applicable to share members (Java's share consumer has no
+        CloseOptions)."""
         if self.state is ShareState.FATAL:
             return self._drop()
         if self.epoch <= 0:

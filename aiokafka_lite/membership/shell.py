@@ -73,7 +73,7 @@ class HeartbeatMachine(Protocol):
     def heartbeat(self) -> Send: ...
     def answered(self, resp: Any) -> list[Action]: ...
     def failed(self, exc: Errors.KafkaError, action: RetryAction) -> list[Action]: ...
-    def leave(self, *, poll_timeout: bool = False) -> list[Action]: ...
+    def leave(self, *, poll_timeout: bool = False, operation: str = "default") -> list[Action]: ...
     def left(self) -> list[Action]: ...
 
 
@@ -324,7 +324,7 @@ class MemberShell:
             else:
                 self._apply([action])
 
-    async def leave(self, timeout_s: float) -> None:
+    async def leave(self, timeout_s: float, operation: str = "default") -> None:
         """Stop heartbeating and leave the group, waiting at most ``timeout_s``: an unknown,
         dead or moving coordinator is looked up again (FindCoordinator, every
         ``retry_backoff_ms``) and the leave sent to the new one within that time."""
@@ -336,7 +336,7 @@ class MemberShell:
         leaving, self._leaving = self._leaving, None
         if leaving is not None:
             await asyncio.gather(leaving, return_exceptions=True)
-        await self._leave(self.machine.leave(), timeout_s)
+        await self._leave(self.machine.leave(operation=operation), timeout_s)
 
     def cancel(self) -> Any:
         """Cancel the loop without leaving (the component is being torn down)."""

@@ -314,13 +314,14 @@ async def by_coordinator(
     timeout_ms: float | None = None,
     what: str = "request",
     coordinator: int | None = None,
+    max_version: Callable[[Any], int | None] | None = None,
 ) -> dict[K, R | ItemError]:
     """Send ``build(keys of one coordinator)`` to each group coordinator; results by group id.
 
     ``coordinator`` skips the first lookup (aiokafka's ``group_coordinator_id``). Coordinator
     errors (not available, not coordinator, loading) and failed sends are retried, looking the
     coordinator up again (through the client's cache, forgotten first) where the error says it
-    moved, until the deadline.
+    moved, until the deadline. ``max_version(request)`` caps a request's version (None: any).
     """
     deadline = Deadline.of(client, timeout_ms)
     remaining = list(dict.fromkeys(keys))
@@ -346,14 +347,16 @@ async def by_coordinator(
             by_node.setdefault(node, []).append(key)
         remaining = [k for k in remaining if k not in results]
         nodes = list(by_node)
+        requests = [build(by_node[node]) for node in nodes]
         answers = await _gather(
             client.send(
                 node,
-                build(by_node[node]),
+                request,
                 group="coordinator",
                 timeout_ms=max(1.0, deadline.remaining_ms),
+                max_version=None if max_version is None else max_version(request),
             )
-            for node in nodes
+            for node, request in zip(nodes, requests)
         )
         for node, answer in zip(nodes, answers):
             if isinstance(answer, BaseException):
@@ -391,6 +394,7 @@ async def at_coordinator(
     timeout_ms: float | None = None,
     what: str = "request",
     coordinator: int | None = None,
+    max_version: Callable[[Any], int | None] | None = None,
 ) -> R:
     """:func:`by_coordinator` for one group; a group-level error left at the end is raised."""
     res = await by_coordinator(
@@ -401,6 +405,7 @@ async def at_coordinator(
         timeout_ms=timeout_ms,
         what=what,
         coordinator=coordinator,
+        max_version=max_version,
     )
     value = res[group_id]
     if isinstance(value, ItemError):
@@ -472,6 +477,7 @@ async def coordinator_call(
     on_error: Callable[[int], RetryAction] | None = None,
     failure: Callable[[int], BaseException] | None = None,
     on_expired: Callable[[BaseException | None, bool], BaseException] | None = None,
+    max_version: int | None = None,
 ) -> Any:
     """Send ``request`` to the coordinator of ``key`` (any node when ``key`` is None) on the
     ``"coordinator"`` connection and return the answer whose ``error_of(answer)`` is 0.
@@ -484,7 +490,7 @@ async def coordinator_call(
     codes raise ``failure(code)`` (default: the code's error class). Each attempt waits at most
     the client's ``timeouts.request_ms``; past the budget (``timeout_ms``, default the client's
     retry budget) ``on_expired(last error, it came from the look-up)`` is raised (default: the
-    last error).
+    last error). ``max_version`` caps the request's version.
     """
     deadline = Deadline.of(client, timeout_ms)
     backoff = client.retry_backoff_ms if backoff_ms is None else backoff_ms
@@ -502,6 +508,7 @@ async def coordinator_call(
                 request,
                 group="coordinator",
                 timeout_ms=max(1.0, min(client.timeouts.request_ms, deadline.remaining_ms)),
+                max_version=max_version,
             )
         except Errors.KafkaError as exc:
             if not retry_action(exc, coordinator=key is not None).retriable:

@@ -85,6 +85,9 @@ class GroupDescription:
     error: ItemError | None = None
 
 
+_GROUP_ID_NOT_FOUND = 69
+
+
 def describe_groups_request(
     groups: Sequence[str], include_authorized_operations: bool = False
 ) -> Any:
@@ -111,7 +114,12 @@ def parse_describe_groups(resp: Any) -> dict[str, GroupDescription | ItemError]:
     other group errors inside the description (aiokafka returns those too)."""
     out: dict[str, GroupDescription | ItemError] = {}
     for g in resp.groups:
-        err = ItemError(g.error_code, getattr(g, "error_message", None)) if g.error_code else None
+        code = g.error_code
+        if code == _GROUP_ID_NOT_FOUND:
+            # v6+ (KIP-1043) answers an unknown group so; older versions, and aiokafka, a
+            # group in state Dead without an error: that is kept
+            code = 0
+        err = ItemError(code, getattr(g, "error_message", None)) if code else None
         if err is not None and err.retriable:
             out[g.group_id] = err
             continue
@@ -129,7 +137,7 @@ def parse_describe_groups(resp: Any) -> dict[str, GroupDescription | ItemError]:
         )
         out[g.group_id] = GroupDescription(
             group_id=g.group_id,
-            state=g.group_state,
+            state=g.group_state or ("Dead" if g.error_code == _GROUP_ID_NOT_FOUND else ""),
             protocol_type=g.protocol_type,
             protocol=g.protocol_data,
             members=members,

@@ -92,12 +92,19 @@ def heartbeat_request(
     )
 
 
-def leave_group_request(group_id: str, member_id: str, reason: str) -> Any:
-    """LeaveGroup of one (dynamic) member, both the v0-2 and the batched v3+ shape."""
+def leave_group_request(
+    group_id: str, member_id: str, reason: str, instance_id: str | None = None
+) -> Any:
+    """LeaveGroup of one member, both the v0-2 and the batched v3+ shape (``instance_id``: a
+    static member's, which leaves for good: v3+)."""
     return m.LeaveGroupRequest(
         group_id=group_id,
         member_id=member_id,
-        members=[m.LeaveGroupRequest.MemberIdentity(member_id=member_id, reason=reason)],
+        members=[
+            m.LeaveGroupRequest.MemberIdentity(
+                member_id=member_id, group_instance_id=instance_id, reason=reason
+            )
+        ],
     )
 
 

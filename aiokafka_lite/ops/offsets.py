@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol import messages as m
 from ..structs import OffsetAndMetadata, TopicPartition
 from ._exec import ItemError, at_coordinator, by_leader, raise_item_errors
-from .fetch import fetch_request
+from .fetch import NO_TOPIC_ID, fetch_request
 from .fetch import max_version as fetch_max_version
 
 if TYPE_CHECKING:
@@ -31,8 +31,11 @@ __all__ = [
     "high_watermarks",
     "list_offsets",
     "list_offsets_request",
+    "offset_commit_max_version",
     "offset_commit_request",
+    "offset_fetch_max_version",
     "offset_fetch_request",
+    "offsets_topic_names",
     "parse_delete_records",
     "parse_list_offsets",
     "parse_offset_commit",
@@ -131,7 +134,41 @@ async def list_offsets(
     return {tp: v for tp, v in found.items() if isinstance(v, ListedOffset)}
 
 
-# ------------------------------------------------------------------------------ OffsetFetch
+# ---------------------------------------------------------------- OffsetFetch / OffsetCommit
+
+#: OffsetCommit / OffsetFetch v10 name topics by id only (KIP-848 era, Kafka 4.1+): a request
+#: with a topic whose id is unknown (an embedded broker, Metadata below v10), or an OffsetFetch of
+#: every committed partition (its answer would name topics the client may never have looked up),
+#: goes at most at v9, by name.
+BY_NAME_OFFSETS_MAX_VERSION = 9
+
+
+def _request_topics(request: Any) -> list[Any] | None:
+    if isinstance(request, m.OffsetFetchRequest):
+        return request.groups[0].topics  # type: ignore[no-any-return]
+    return request.topics  # type: ignore[no-any-return]
+
+
+def offset_commit_max_version(request: Any) -> int | None:
+    """The highest version an OffsetCommit ``request`` may go out at (None: any)."""
+    topics = _request_topics(request)
+    if topics is None or any(t.topic_id == NO_TOPIC_ID for t in topics):
+        return BY_NAME_OFFSETS_MAX_VERSION
+    return None
+
+
+#: the same rule for OffsetFetch
+offset_fetch_max_version = offset_commit_max_version
+
+
+def offsets_topic_names(request: Any) -> dict[Any, str]:
+    """topic id -> name of an OffsetCommit / OffsetFetch request: a v10 answer names topics by
+    id only."""
+    return {t.topic_id: t.name for t in _request_topics(request) or () if t.topic_id != NO_TOPIC_ID}
+
+
+def _topic_id(ids: Mapping[str, Any] | None, topic: str) -> Any:
+    return (ids or {}).get(topic) or NO_TOPIC_ID
 
 
 def offset_fetch_request(
@@ -141,9 +178,12 @@ def offset_fetch_request(
     *,
     member_id: str | None = None,
     member_epoch: int = -1,
+    topic_ids: Mapping[str, Any] | None = None,
 ) -> Any:
     """OffsetFetch of ``group_id`` for ``partitions`` (None: every committed partition).
-    ``member_id`` / ``member_epoch``: a KIP-848 member's (v9+), so a stale member is refused."""
+    ``member_id`` / ``member_epoch``: a KIP-848 member's (v9+), so a stale member is refused.
+    ``topic_ids`` (name -> uuid, the cluster metadata's) lets it go at v10, by topic id
+    (:func:`offset_fetch_max_version`)."""
     by_topic = None if partitions is None else _by_topic(partitions)
     return m.OffsetFetchRequest(
         group_id=group_id,
@@ -162,7 +202,7 @@ def offset_fetch_request(
                 if by_topic is None
                 else [
                     m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
-                        name=t, partition_indexes=ps
+                        name=t, topic_id=_topic_id(topic_ids, t), partition_indexes=ps
                     )
                     for t, ps in by_topic.items()
                 ],
@@ -175,11 +215,14 @@ def offset_fetch_request(
 Committed = dict[TopicPartition, OffsetAndMetadata | ItemError]
 
 
-def parse_offset_fetch(resp: Any, group_id: str) -> dict[str, Committed | ItemError]:
+def parse_offset_fetch(
+    resp: Any, group_id: str, names: Mapping[Any, str] | None = None
+) -> dict[str, Committed | ItemError]:
     """``{group_id: {tp: OffsetAndMetadata (offset -1: none) | ItemError}}``, or a group error.
 
     A retriable partition error (e.g. UNSTABLE_OFFSET_COMMIT) makes the whole group's answer
-    that error, so the executor asks again.
+    that error, so the executor asks again. ``names``: topic id -> name for a v10 answer
+    (:func:`offsets_topic_names` of the request).
     """
     code, topics = resp.error_code, resp.topics
     if resp.groups:  # v8+ batched shape
@@ -189,8 +232,11 @@ def parse_offset_fetch(resp: Any, group_id: str) -> dict[str, Committed | ItemEr
         return {group_id: ItemError(code)}
     out: Committed = {}
     for t in topics:
+        topic = t.name or (names or {}).get(t.topic_id)
+        if topic is None:
+            continue  # an id the request did not ask for
         for p in t.partitions:
-            tp = TopicPartition(t.name, p.partition_index)
+            tp = TopicPartition(topic, p.partition_index)
             if p.error_code:
                 err = ItemError(p.error_code)
                 if err.retriable and p.error_code != 3:  # 3: no such partition: no offset
@@ -212,15 +258,24 @@ async def fetch_committed(
 ) -> Committed:
     """Committed offsets of ``group_id`` at its coordinator; raises a group-level error."""
     tps = None if partitions is None else list(partitions)
+    ids = _known_ids(client, tps)
     return await at_coordinator(
         client,
         group_id,
-        lambda: offset_fetch_request(group_id, tps, require_stable),
-        lambda resp: parse_offset_fetch(resp, group_id)[group_id],
+        lambda: offset_fetch_request(group_id, tps, require_stable, topic_ids=ids),
+        lambda resp: parse_offset_fetch(resp, group_id, {i: t for t, i in ids.items()})[group_id],
         timeout_ms=timeout_ms,
         what="OffsetFetch",
         coordinator=coordinator,
+        max_version=offset_fetch_max_version,
     )
+
+
+def _known_ids(client: KafkaClient, tps: Iterable[TopicPartition] | None) -> dict[str, Any]:
+    """name -> topic id of the topics of ``tps`` the cluster metadata has an id for."""
+    cluster = client.cluster
+    topics = {tp.topic for tp in tps or ()}
+    return {t: i for t in topics if (i := cluster.topic_id(t)) not in (None, NO_TOPIC_ID)}
 
 
 # ----------------------------------------------------------------------------- OffsetCommit
@@ -233,8 +288,11 @@ def offset_commit_request(
     generation: int = -1,
     member_id: str = "",
     group_instance_id: str | None = None,
+    topic_ids: Mapping[str, Any] | None = None,
 ) -> Any:
-    """OffsetCommit of ``offsets`` (generation -1 / member "": a commit outside the group)."""
+    """OffsetCommit of ``offsets`` (generation -1 / member "": a commit outside the group).
+    ``topic_ids`` (name -> uuid) lets it go at v10, by topic id
+    (:func:`offset_commit_max_version`)."""
     by_topic: dict[str, list[Any]] = {}
     for tp, om in offsets.items():
         offset, meta = (om.offset, om.metadata) if isinstance(om, tuple) else (int(om), "")
@@ -253,19 +311,27 @@ def offset_commit_request(
         group_instance_id=group_instance_id,
         retention_time_ms=-1,
         topics=[
-            m.OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
+            m.OffsetCommitRequest.OffsetCommitRequestTopic(
+                name=t, topic_id=_topic_id(topic_ids, t), partitions=ps
+            )
             for t, ps in by_topic.items()
         ],
     )
 
 
-def parse_offset_commit(resp: Any) -> dict[TopicPartition, int]:
-    """``{tp: error_code}`` (0 = committed)."""
-    return {
-        TopicPartition(t.name, p.partition_index): p.error_code
-        for t in resp.topics
-        for p in t.partitions
-    }
+def parse_offset_commit(
+    resp: Any, names: Mapping[Any, str] | None = None
+) -> dict[TopicPartition, int]:
+    """``{tp: error_code}`` (0 = committed); ``names``: topic id -> name for a v10 answer
+    (:func:`offsets_topic_names` of the request)."""
+    out: dict[TopicPartition, int] = {}
+    for t in resp.topics:
+        topic = t.name or (names or {}).get(t.topic_id)
+        if topic is None:
+            continue  # an id the request did not name
+        for p in t.partitions:
+            out[TopicPartition(topic, p.partition_index)] = p.error_code
+    return out
 
 
 async def commit_offsets(
@@ -281,8 +347,11 @@ async def commit_offsets(
     if not offsets:
         return {}
 
+    ids = _known_ids(client, offsets)
+    names = {i: t for t, i in ids.items()}
+
     def parse(resp: Any) -> dict[TopicPartition, int] | ItemError:
-        codes = parse_offset_commit(resp)
+        codes = parse_offset_commit(resp, names)
         bad = {c for c in codes.values() if c}
         if len(bad) == 1 and ItemError(next(iter(bad))).retriable:
             return ItemError(next(iter(bad)))  # coordinator moved / loading: retried
@@ -291,10 +360,11 @@ async def commit_offsets(
     return await at_coordinator(
         client,
         group_id,
-        lambda: offset_commit_request(group_id, offsets),
+        lambda: offset_commit_request(group_id, offsets, topic_ids=ids),
         parse,
         timeout_ms=timeout_ms,
         what="OffsetCommit",
+        max_version=offset_commit_max_version,
     )
 
 

@@ -25,6 +25,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, TelemetryPusher, producer_metric_names
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.append import RecordAppender
 from aiokafka_lite.producer.arrow import send_table
@@ -108,6 +109,7 @@ class AIOKafkaProducer:
         delivery_timeout_ms: int = 120000,
         max_in_flight_requests_per_connection: int = 5,
         hooks: Iterable[object] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         warn_ignored_arguments(loop, api_version)
         codec, acks, enable_idempotence, transaction_timeout_ms = delivery_options(
@@ -125,6 +127,11 @@ class AIOKafkaProducer:
         self._h_send = self._hooks.on_send
         self._settings = ClientSettings.of(locals())
         self.client = self._settings.new_client(self._hooks)
+        self._telemetry = (
+            TelemetryPusher(self.client, lambda: producer_metric_names(self.metrics()), client_id)
+            if enable_metrics_push
+            else None
+        )
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._batch_size = max_batch_size
@@ -236,6 +243,8 @@ class AIOKafkaProducer:
                 raise
         self._sender.start()
         self._update_gate()
+        if self._telemetry is not None:
+            self._telemetry.start()
 
     async def stop(self, timeout: float | None = None) -> None:
         """Deliver what is buffered, then close (Java's ``close(Duration)``).
@@ -273,7 +282,11 @@ class AIOKafkaProducer:
                     if deadline is None
                     else max(0.0, deadline - loop.time())
                 )
+                if self._telemetry is not None:  # KIP-714: the last push, terminating
+                    await self._telemetry.close(CLOSE_TIMEOUT_S)
             finally:
+                if self._telemetry is not None:
+                    self._telemetry.abandon()
                 await self.client.close()
         else:
             self._acc.abort_undrained(closed)
@@ -496,7 +509,7 @@ class AIOKafkaProducer:
         """Send the rows of a ``pyarrow`` Table (columns value, optionally key, partition,
         timestamp, headers) as :meth:`send` would, one by one; returns one awaitable per batch
         used (see :func:`aiokafka_lite.producer.arrow.send_table`). Extra ``arrow``."""
-        return await send_table(self.send, topic, table)
+        return await send_table(self.send, topic, table, self._appender)
 
     @property
     def _txn_manager(self) -> TransactionManager | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
@@ -29,6 +30,7 @@ __all__ = ["Sink", "SinkHost", "batch_size"]
 
 log = logging.getLogger(__name__)
 
+_NO_TOPIC_ID = uuid.UUID(int=0)
 _TopicData = m.ProduceRequest.TopicProduceData
 _PartData = m.ProduceRequest.TopicProduceData.PartitionProduceData
 _DUPLICATE_SEQUENCE = 46
@@ -219,11 +221,22 @@ class Sink:
         txn = s.txn
         # transactions V2: Produce v12, which adds a partition to the transaction itself
         req_cls = m.ProduceRequest.TXN_V2 if txn is not None and txn.tv2 else m.ProduceRequest
+        # KIP-516: v13 names topics by id, when the metadata has every id (not under
+        # transactions V1, which stop at v11)
+        topic_id = s.client.cluster.topic_id
+        ids = [topic_id(t) for t in topics]
+        if (txn is None or txn.tv2) and all(i is not None and i.int for i in ids):
+            req_cls = req_cls.BY_ID
+        else:
+            ids = [_NO_TOPIC_ID] * len(ids)
         req = req_cls(
             transactional_id=txn.transactional_id if txn is not None else None,
             acks=s.acks,
             timeout_ms=s.broker_timeout_ms,
-            topic_data=[_TopicData(name=t, partition_data=p) for t, p in topics.items()],
+            topic_data=[
+                _TopicData(name=t, topic_id=i, partition_data=p)
+                for (t, p), i in zip(topics.items(), ids)
+            ],
         )
         if s.acks:
             # written from here; the answer is handled in the callback the connection calls
@@ -238,6 +251,7 @@ class Sink:
                     token.set_result(None)
                     if exc is None:
                         s.request_ok()
+                        _name_topics(req, resp)
                     self._ended(batches, resp, exc, True)
                 self._request_ended()
 
@@ -283,6 +297,7 @@ class Sink:
             self._ended(batches, None, exc, True)
         else:
             s.request_ok()
+            _name_topics(req, resp)
             self._ended(batches, resp, None, True)
         finally:
             self._request_ended()
@@ -440,3 +455,12 @@ def batch_size(batch: ProducerBatch) -> int:
         return len(batch.buffer)
     builder = batch.builder
     return int(builder.size_in_bytes()) if builder is not None else 0
+
+
+def _name_topics(req: Any, resp: Any) -> None:
+    """A v13 answer names topics by id only (KIP-516): their names, from the request."""
+    if resp is None or not resp.responses or resp.responses[0].name:
+        return
+    names = {t.topic_id: t.name for t in req.topic_data}
+    for topic in resp.responses:
+        topic.name = names.get(topic.topic_id, "")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -26,6 +27,8 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite.ops._exec import coordinator_call
 from aiokafka_lite.protocol import messages as m
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 __all__ = ["TXN_TRANSITIONS", "Bump", "TransactionManager", "TxnState"]
 
@@ -345,6 +348,13 @@ class TransactionManager:
                 )
             )
         commit_cls = m.TxnOffsetCommitRequest.TXN_V2 if self.tv2 else m.TxnOffsetCommitRequest
+        # v6 (KIP-1319) names topics by id, under transactions V2 when the metadata has them all
+        topic_id = self.client.cluster.topic_id
+        ids = {t: topic_id(t) for t in by_topic}
+        if self.tv2 and all(i is not None and i.int for i in ids.values()):
+            commit_cls = commit_cls.BY_ID
+        else:
+            ids = {}
         commit = commit_cls(
             transactional_id=self.transactional_id,
             group_id=group_id,
@@ -354,7 +364,9 @@ class TransactionManager:
             member_id="",
             group_instance_id=None,
             topics=[
-                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                    name=t, topic_id=ids.get(t) or _NO_TOPIC_ID, partitions=ps
+                )
                 for t, ps in by_topic.items()
             ],
         )

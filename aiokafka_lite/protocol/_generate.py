@@ -5,8 +5,9 @@ Run from the repository root whenever the set of APIs changes (``make protocol``
     python -m aiokafka_lite.protocol._generate ../shared/kafka-protocol/message DIR44
 
 where ``DIR44`` holds ``common/message/*.json`` unpacked from the ``kafka-clients`` 4.4 jar.
-The long-lived APIs come from the first directory, whose definitions still carry the old
-versions that Kafka 3.x and the embedded brokers speak (4.x definitions dropped them). The Kafka 4
+The long-lived APIs come from both: the 4.4 definition (newest versions and fields), merged
+with the first directory's, whose definitions still carry the old versions that Kafka 3.x and the
+embedded brokers speak (4.x definitions dropped them and the fields only they had; :func:`merge`). The Kafka 4
 group APIs (:data:`APIS_4X`: KIP-848 consumer groups, KIP-932 share groups) come from the second,
 because their early-access versions were replaced before they became generally available; so do
 the transaction APIs with KIP-890 versions (:data:`APIS_TXN_V2`).
@@ -78,6 +79,9 @@ APIS_4X = [
     "DescribeShareGroupOffsets",
     "AlterShareGroupOffsets",
     "DeleteShareGroupOffsets",
+    # KIP-714 client telemetry
+    "GetTelemetrySubscriptions",
+    "PushTelemetry",
 ]
 #: Transaction APIs read from the 4.4 definitions too: their KIP-890 versions (Produce v12,
 #: TxnOffsetCommit v5: the partition or group joins the transaction implicitly; EndTxn v5
@@ -86,6 +90,57 @@ APIS_4X = [
 APIS_TXN_V2 = ["Produce", "EndTxn", "TxnOffsetCommit"]
 #: Standalone data structures (no API key), e.g. the consumer protocol's member metadata.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
+
+
+def _merge_fields(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``new``'s fields (the 4.4 definition), with the fields only ``old`` has put back.
+
+    Kafka 4.0 dropped old versions from its definitions (KIP-896) and with them the fields only
+    those versions had (OffsetCommit v1's ``CommitTimestamp``, ListOffsets v0's
+    ``MaxNumOffsets``). Such a field goes back after the field that precedes it in ``old``; a
+    field both have takes ``new``'s declaration, its nested fields merged the same way.
+    """
+    olds = {f["name"]: f for f in old}
+    out: list[dict[str, Any]] = []
+    for f in new:
+        if "fields" in f and f["name"] in olds and "fields" in olds[f["name"]]:
+            f = {**f, "fields": _merge_fields(olds[f["name"]]["fields"], f["fields"])}
+        out.append(f)
+    names = [f["name"] for f in out]
+    prev: str | None = None
+    for f in old:
+        if f["name"] not in names:
+            at = names.index(prev) + 1 if prev is not None else 0
+            out.insert(at, f)
+            names.insert(at, f["name"])
+        prev = f["name"]
+    return out
+
+
+def _floor(valid: str) -> int:
+    return int(valid.split("-")[0].rstrip("+"))
+
+
+def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """One definition from the long-lived (``old``) and 4.4 (``new``) ones of a message: the
+    4.4 fields and newest version, down to the old definition's oldest version."""
+    lo = min(_floor(old["validVersions"]), _floor(new["validVersions"]))
+    hi = new["validVersions"].split("-")[-1]
+    valid = str(lo) if hi == str(lo) else f"{lo}-{hi}"
+    common_old = {c["name"]: c for c in old.get("commonStructs", [])}
+    commons = []
+    for c in new.get("commonStructs", []):
+        if c["name"] in common_old:
+            c = {**c, "fields": _merge_fields(common_old[c["name"]]["fields"], c["fields"])}
+        commons.append(c)
+    names = {c["name"] for c in commons}
+    commons += [c for c in old.get("commonStructs", []) if c["name"] not in names]
+    return {
+        **new,
+        "validVersions": valid,
+        "fields": _merge_fields(old.get("fields", []), new.get("fields", [])),
+        "commonStructs": commons,
+    }
 
 
 def snake(name: str) -> str:
@@ -155,6 +210,10 @@ class Emitter:
         for api, src in apis:
             req = load(src / f"{api}Request.json")
             resp = load(src / f"{api}Response.json")
+            if src is self.spec_dir and self.spec_dir_4x is not None:
+                # the long-lived APIs: their 4.4 versions and fields, down to the oldest version
+                req = merge(req, load(self.spec_dir_4x / f"{api}Request.json"))
+                resp = merge(resp, load(self.spec_dir_4x / f"{api}Response.json"))
             assert req["validVersions"] == resp["validVersions"], api
             unstable = bool(req.get("latestVersionUnstable", False))
             out.append(

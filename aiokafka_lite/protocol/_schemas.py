@@ -5,7 +5,7 @@
 from .schema import ApiSpec, DataSpec, F, S
 
 APIS = [
-    ApiSpec(2, 'ListOffsets', '0-10', '6+', unstable_latest=False,
+    ApiSpec(2, 'ListOffsets', '0-11', '6+', unstable_latest=False,
         request=S("ListOffsetsRequest", [
             F('replica_id', 'int32', '0+'),
             F('isolation_level', 'int8', '2+'),
@@ -35,7 +35,7 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(8, 'OffsetCommit', '0-9', '8+', unstable_latest=False,
+    ApiSpec(8, 'OffsetCommit', '0-10', '8+', unstable_latest=False,
         request=S("OffsetCommitRequest", [
             F('group_id', 'string', '0+'),
             F('generation_id_or_member_epoch', 'int32', '1+', default='-1'),
@@ -43,7 +43,8 @@ APIS = [
             F('group_instance_id', 'string', '7+', nullable='7+', default='null'),
             F('retention_time_ms', 'int64', '2-4', default='-1'),
             F('topics', '[]OffsetCommitRequestTopic', '0+', struct=S("OffsetCommitRequestTopic", [
-                F('name', 'string', '0+'),
+                F('name', 'string', '0-9'),
+                F('topic_id', 'uuid', '10+'),
                 F('partitions', '[]OffsetCommitRequestPartition', '0+', struct=S("OffsetCommitRequestPartition", [
                     F('partition_index', 'int32', '0+'),
                     F('committed_offset', 'int64', '0+'),
@@ -56,7 +57,8 @@ APIS = [
         response=S("OffsetCommitResponse", [
             F('throttle_time_ms', 'int32', '3+'),
             F('topics', '[]OffsetCommitResponseTopic', '0+', struct=S("OffsetCommitResponseTopic", [
-                F('name', 'string', '0+'),
+                F('name', 'string', '0-9'),
+                F('topic_id', 'uuid', '10+'),
                 F('partitions', '[]OffsetCommitResponsePartition', '0+', struct=S("OffsetCommitResponsePartition", [
                     F('partition_index', 'int32', '0+'),
                     F('error_code', 'int16', '0+'),
@@ -64,7 +66,7 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(9, 'OffsetFetch', '0-9', '6+', unstable_latest=False,
+    ApiSpec(9, 'OffsetFetch', '0-10', '6+', unstable_latest=False,
         request=S("OffsetFetchRequest", [
             F('group_id', 'string', '0-7'),
             F('topics', '[]OffsetFetchRequestTopic', '0-7', nullable='2-7', struct=S("OffsetFetchRequestTopic", [
@@ -76,7 +78,8 @@ APIS = [
                 F('member_id', 'string', '9+', nullable='9+', default='null'),
                 F('member_epoch', 'int32', '9+', default='-1'),
                 F('topics', '[]OffsetFetchRequestTopics', '8+', nullable='8+', struct=S("OffsetFetchRequestTopics", [
-                    F('name', 'string', '8+'),
+                    F('name', 'string', '8-9'),
+                    F('topic_id', 'uuid', '10+'),
                     F('partition_indexes', '[]int32', '8+'),
                 ])),
             ])),
@@ -98,7 +101,8 @@ APIS = [
             F('groups', '[]OffsetFetchResponseGroup', '8+', struct=S("OffsetFetchResponseGroup", [
                 F('group_id', 'string', '8+'),
                 F('topics', '[]OffsetFetchResponseTopics', '8+', struct=S("OffsetFetchResponseTopics", [
-                    F('name', 'string', '8+'),
+                    F('name', 'string', '8-9'),
+                    F('topic_id', 'uuid', '10+'),
                     F('partitions', '[]OffsetFetchResponsePartitions', '8+', struct=S("OffsetFetchResponsePartitions", [
                         F('partition_index', 'int32', '8+'),
                         F('committed_offset', 'int64', '8+'),
@@ -217,7 +221,7 @@ APIS = [
             F('assignment', 'bytes', '0+'),
         ]),
     ),
-    ApiSpec(15, 'DescribeGroups', '0-5', '5+', unstable_latest=False,
+    ApiSpec(15, 'DescribeGroups', '0-6', '5+', unstable_latest=False,
         request=S("DescribeGroupsRequest", [
             F('groups', '[]string', '0+'),
             F('include_authorized_operations', 'bool', '3+'),
@@ -226,6 +230,7 @@ APIS = [
             F('throttle_time_ms', 'int32', '1+'),
             F('groups', '[]DescribedGroup', '0+', struct=S("DescribedGroup", [
                 F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '6+', nullable='6+', default='null'),
                 F('group_id', 'string', '0+'),
                 F('group_state', 'string', '0+'),
                 F('protocol_type', 'string', '0+'),
@@ -267,10 +272,12 @@ APIS = [
             F('mechanisms', '[]string', '0+'),
         ]),
     ),
-    ApiSpec(18, 'ApiVersions', '0-4', '3+', unstable_latest=False,
+    ApiSpec(18, 'ApiVersions', '0-5', '3+', unstable_latest=False,
         request=S("ApiVersionsRequest", [
             F('client_software_name', 'string', '3+'),
             F('client_software_version', 'string', '3+'),
+            F('cluster_id', 'string', '5+', nullable='5+', default='null'),
+            F('node_id', 'int32', '5+', default='-1'),
         ]),
         response=S("ApiVersionsResponse", [
             F('error_code', 'int16', '0+'),
@@ -374,18 +381,22 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(22, 'InitProducerId', '0-5', '2+', unstable_latest=False,
+    ApiSpec(22, 'InitProducerId', '0-6', '2+', unstable_latest=True,
         request=S("InitProducerIdRequest", [
             F('transactional_id', 'string', '0+', nullable='0+'),
             F('transaction_timeout_ms', 'int32', '0+'),
             F('producer_id', 'int64', '3+', default='-1'),
             F('producer_epoch', 'int16', '3+', default='-1'),
+            F('enable2_pc', 'bool', '6+', default='false'),
+            F('keep_prepared_txn', 'bool', '6+', default='false'),
         ]),
         response=S("InitProducerIdResponse", [
             F('throttle_time_ms', 'int32', '0+'),
             F('error_code', 'int16', '0+'),
             F('producer_id', 'int64', '0+', default='-1'),
             F('producer_epoch', 'int16', '0+'),
+            F('ongoing_txn_producer_id', 'int64', '6+', default='-1'),
+            F('ongoing_txn_producer_epoch', 'int16', '6+', default='-1'),
         ]),
     ),
     ApiSpec(23, 'OffsetForLeaderEpoch', '0-4', '4+', unstable_latest=False,
@@ -524,7 +535,7 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(42, 'DeleteGroups', '0-2', '2+', unstable_latest=False,
+    ApiSpec(42, 'DeleteGroups', '0-3', '2+', unstable_latest=False,
         request=S("DeleteGroupsRequest", [
             F('groups_names', '[]string', '0+'),
         ]),
@@ -533,6 +544,7 @@ APIS = [
             F('results', '[]DeletableGroupResult', '0+', struct=S("DeletableGroupResult", [
                 F('group_id', 'string', '0+'),
                 F('error_code', 'int16', '0+'),
+                F('error_message', 'string', '3+', nullable='3+', default='null'),
             ])),
         ]),
     ),
@@ -613,10 +625,11 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(60, 'DescribeCluster', '0-1', '0+', unstable_latest=False,
+    ApiSpec(60, 'DescribeCluster', '0-2', '0+', unstable_latest=False,
         request=S("DescribeClusterRequest", [
             F('include_cluster_authorized_operations', 'bool', '0+'),
             F('endpoint_type', 'int8', '1+', default='1'),
+            F('include_fenced_brokers', 'bool', '2+'),
         ]),
         response=S("DescribeClusterResponse", [
             F('throttle_time_ms', 'int32', '0+'),
@@ -630,6 +643,7 @@ APIS = [
                 F('host', 'string', '0+'),
                 F('port', 'int32', '0+'),
                 F('rack', 'string', '0+', nullable='0+', default='null'),
+                F('is_fenced', 'bool', '2+'),
             ])),
             F('cluster_authorized_operations', 'int32', '0+', default='-2147483648'),
         ]),
@@ -682,11 +696,12 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(66, 'ListTransactions', '0-1', '0+', unstable_latest=False,
+    ApiSpec(66, 'ListTransactions', '0-2', '0+', unstable_latest=False,
         request=S("ListTransactionsRequest", [
             F('state_filters', '[]string', '0+'),
             F('producer_id_filters', '[]int64', '0+'),
             F('duration_filter', 'int64', '1+', default='-1'),
+            F('transactional_id_pattern', 'string', '2+', nullable='2+', default='null'),
         ]),
         response=S("ListTransactionsResponse", [
             F('throttle_time_ms', 'int32', '0+'),
@@ -777,7 +792,7 @@ APIS = [
             ])),
         ]),
     ),
-    ApiSpec(35, 'DescribeLogDirs', '0-4', '2+', unstable_latest=False,
+    ApiSpec(35, 'DescribeLogDirs', '0-5', '2+', unstable_latest=False,
         request=S("DescribeLogDirsRequest", [
             F('topics', '[]DescribableLogDirTopic', '0+', nullable='0+', struct=S("DescribableLogDirTopic", [
                 F('topic', 'string', '0+'),
@@ -801,6 +816,7 @@ APIS = [
                 ])),
                 F('total_bytes', 'int64', '4+', default='-1'),
                 F('usable_bytes', 'int64', '4+', default='-1'),
+                F('is_cordoned', 'bool', '5+', default='False'),
             ])),
         ]),
     ),
@@ -1231,6 +1247,35 @@ APIS = [
                 F('error_code', 'int16', '0+'),
                 F('error_message', 'string', '0+', nullable='0+', default='null'),
             ])),
+        ]),
+    ),
+    ApiSpec(71, 'GetTelemetrySubscriptions', '0', '0+', unstable_latest=False,
+        request=S("GetTelemetrySubscriptionsRequest", [
+            F('client_instance_id', 'uuid', '0+'),
+        ]),
+        response=S("GetTelemetrySubscriptionsResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
+            F('client_instance_id', 'uuid', '0+'),
+            F('subscription_id', 'int32', '0+'),
+            F('accepted_compression_types', '[]int8', '0+'),
+            F('push_interval_ms', 'int32', '0+'),
+            F('telemetry_max_bytes', 'int32', '0+'),
+            F('delta_temporality', 'bool', '0+'),
+            F('requested_metrics', '[]string', '0+'),
+        ]),
+    ),
+    ApiSpec(72, 'PushTelemetry', '0', '0+', unstable_latest=False,
+        request=S("PushTelemetryRequest", [
+            F('client_instance_id', 'uuid', '0+'),
+            F('subscription_id', 'int32', '0+'),
+            F('terminating', 'bool', '0+'),
+            F('compression_type', 'int8', '0+'),
+            F('metrics', 'bytes', '0+'),
+        ]),
+        response=S("PushTelemetryResponse", [
+            F('throttle_time_ms', 'int32', '0+'),
+            F('error_code', 'int16', '0+'),
         ]),
     ),
     ApiSpec(0, 'Produce', '3-13', '9+', unstable_latest=False,

@@ -20,7 +20,7 @@ from typing import Any
 from . import _schemas
 from .schema import ApiSpec, DataSpec, Struct, build_class
 
-__all__ = ["REQUESTS_BY_KEY", "DATA_VERSIONS", "TXN_V2_VERSIONS", "Struct"]
+__all__ = ["REQUESTS_BY_KEY", "DATA_VERSIONS", "TOPIC_ID_VERSIONS", "TXN_V2_VERSIONS", "Struct"]
 
 #: Client-side version floors/caps where the client needs more than the codec offers.
 #: Produce/Fetch from v3/v4: record batch v2 (headers, idempotence) needs them. Fetch v13+
@@ -46,6 +46,14 @@ _CLIENT_RANGE: dict[str, tuple[int | None, int | None]] = {
 #: the same fields whose version range is exactly this one (None for the other APIs): a broker
 #: without it refuses the request (UnsupportedVersionError), never a silent TV1 version.
 TXN_V2_VERSIONS: dict[str, int] = {"Produce": 12, "EndTxn": 5, "TxnOffsetCommit": 5}
+
+#: KIP-516 for Produce: v13 names topics by id only. ``ProduceRequest.BY_ID`` is the request
+#: class whose range reaches it (the client's floor up to v13; ``TXN_V2.BY_ID``: v12-13), for a
+#: request whose every topic has an id; the plain classes stop below it (by name).
+TOPIC_ID_VERSIONS: dict[str, int] = {"Produce": 13, "TxnOffsetCommit": 6}
+#: the APIs whose by-id version exists under transactions V2 only (TxnOffsetCommit v6, KIP-1319:
+#: its V1 class stops at v4, ``TXN_V2.BY_ID`` is v5-6)
+_BY_ID_TXN_V2_ONLY = {"TxnOffsetCommit"}
 
 #: api_key -> request class
 REQUESTS_BY_KEY: dict[int, type[Struct]] = {}
@@ -91,6 +99,19 @@ def _build_api(spec: ApiSpec) -> None:
         variant.MIN_VERSION = variant.MAX_VERSION = v2  # type: ignore[attr-defined]
         variant.__qualname__ = f"{req.__name__}.TXN_V2"
         req.TXN_V2 = variant  # type: ignore[attr-defined]
+    req.BY_ID = None  # type: ignore[attr-defined]
+    by_id = TOPIC_ID_VERSIONS.get(spec.name)
+    if by_id is not None:
+        assert spec.valid[0] <= by_id <= spec.valid[1], spec.name
+        bases: list[tuple[Any, str]] = [(req, "BY_ID"), (req.TXN_V2, "TXN_V2.BY_ID")]  # type: ignore[attr-defined]
+        for base, label in bases:
+            if base is None or (base is req and spec.name in _BY_ID_TXN_V2_ONLY):
+                continue
+            ids: Any = type(req.__name__, (base,), {"__slots__": ()})
+            ids.MIN_VERSION, ids.MAX_VERSION = base.MIN_VERSION, by_id
+            ids.__qualname__ = f"{req.__name__}.{label}"
+            ids.BY_ID = None
+            base.BY_ID = ids
     REQUESTS_BY_KEY[spec.api_key] = req
     _exports[spec.request.name] = req
     _exports[spec.response.name] = resp

@@ -16,7 +16,15 @@ from typing import Any
 from ..errors import CorrelationIdError, KafkaProtocolError, UnsupportedVersionError
 from .frames import decode_response, encode_request
 
-__all__ = ["Session", "api_name", "capped_version", "decode_answer", "pick_version"]
+__all__ = [
+    "Session",
+    "api_name",
+    "api_versions_retry",
+    "capped_version",
+    "decode_answer",
+    "pick_version",
+    "read_api_versions",
+]
 
 _I32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
@@ -164,3 +172,21 @@ def capped_version(
             f"v{bmin} at least"
         )
     return max_version
+
+
+def api_versions_retry(resp: Any, version: int) -> int | None:
+    """After an ApiVersions answer at ``version``: the lower version to ask again at, when the
+    broker refused this one (UNSUPPORTED_VERSION, in the v0 body, with its own ApiVersions range;
+    a proxy's range may be lower again than the broker's behind it), else None."""
+    if resp.error_code != 35 or version <= 0:
+        return None
+    theirs = [k for k in resp.api_keys if k.api_key == _API_VERSIONS_KEY]
+    return max(min(theirs[0].max_version, version - 1) if theirs else 0, 0)
+
+
+def read_api_versions(resp: Any) -> tuple[dict[int, tuple[int, int]], int, dict[str, int]]:
+    """An ApiVersions answer's API ranges, finalized features epoch and feature levels (below
+    v3 the codec gives those fields' defaults: -1, none)."""
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    features = {f.name: f.max_version_level for f in resp.finalized_features or ()}
+    return ranges, resp.finalized_features_epoch, features

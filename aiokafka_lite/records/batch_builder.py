@@ -374,6 +374,37 @@ class RecordBatchBuilder:
             i += 1
         return i
 
+    def append_columns(
+        self,
+        rows: Any,
+        start: int,
+        end: int,
+        timestamps: Any,
+        timestamp_ms: int,
+        key: Any,
+        value: Any,
+    ) -> tuple[int, int]:
+        """Bulk append from Arrow buffers, compiled codec only (``aiokafka_lite_native``
+        ``append_columns``: the record bytes :meth:`append` writes, without headers):
+        positions ``start`` .. ``end - 1`` of ``rows`` (an int64 buffer of row numbers, or None
+        for the rows themselves); ``timestamps`` an int64 ms buffer or None (every row
+        ``timestamp_ms``); ``key``/``value`` None (null) or ``(validity, offsets, data,
+        array offset)`` of a binary array. Returns ``(next, state)``: the first position not
+        appended, and 0 (all in), 1 (the batch is full) or 2 (the row at ``next`` needs
+        :meth:`append`: the first record of the batch, or a timestamp its checks must see)."""
+        if native is None:
+            raise RuntimeError("append_columns needs the compiled codec (aiokafka_lite_native)")
+        nxt, state, max_ts, last_ts = native.append_columns(
+            self._buf, self._count, self._base_ts if self._count else 0, self._limit, rows, start, end,
+            timestamps, timestamp_ms, key, value,
+        )  # fmt: skip
+        if nxt > start:
+            self._count += nxt - start
+            self._last_ts = last_ts
+            if max_ts > self._max_ts:
+                self._max_ts = max_ts
+        return nxt, state
+
     # -- accounting -----------------------------------------------------
     @property
     def record_count(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -60,63 +60,6 @@ def arrow_read_schema(include_headers: bool) -> pa.Schema:
     return read_schema(include_headers)
 
 
-class _Columns:
-    """Column builders for one Arrow batch of records from one partition."""
-
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.include_headers = include_headers
-        self.schema = arrow_read_schema(include_headers)
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.ts_types: list[int] = []
-        self.headers: list[list[tuple[str, bytes | None]] | None] = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, records: Sequence[Any], end: int) -> bool:
-        """Append records below ``end``; True once a record at or past ``end`` was seen."""
-        keys, values, offsets = self.keys, self.values, self.offsets
-        timestamps, ts_types, headers = self.timestamps, self.ts_types, self.headers
-        want_headers = self.include_headers
-        for r in records:
-            offset = r.offset
-            if offset >= end:
-                return True
-            keys.append(r.key)
-            values.append(r.value)
-            offsets.append(offset)
-            timestamps.append(r.timestamp * 1000)
-            ts_types.append(r.timestamp_type)
-            if want_headers:
-                # null, not [], for a record without headers (as Spark's own source)
-                headers.append(list(r.headers) if r.headers else None)
-        return False
-
-    def flush(self) -> pa.RecordBatch:
-        n = len(self.offsets)
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.ts_types, pa.int32()),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, HEADERS_TYPE))
-        self._reset()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-
-
 async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[pa.RecordBatch]:
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Arrow record batches.
 
@@ -142,24 +85,35 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
     try:
         consumer.assign([tp])
         consumer.seek(tp, rng.start)
-        cols = _Columns(rng.topic, rng.partition, options.include_headers)
+        parts: list[pa.RecordBatch] = []  # taken, not yet handed to Spark
+        rows = 0
         position = rng.start
         stall_deadline = time.monotonic() + options.poll_timeout_ms / 1000
         while position < rng.end:
             try:
-                batch = await consumer.getmany(
-                    tp, timeout_ms=min(1000, options.poll_timeout_ms), max_records=_POLL_RECORDS
+                table = await consumer.getmany_arrow(
+                    tp,
+                    timeout_ms=min(1000, options.poll_timeout_ms),
+                    max_records=_POLL_RECORDS,
+                    include_headers=options.include_headers,
                 )
             except Errors.OffsetOutOfRangeError:
                 position = await _after_data_loss(consumer, tp, position, rng.end, options)
                 continue
-            records = batch.get(tp)
-            if records:
-                done = cols.add(records, rng.end)
-                position = rng.end if done else records[-1].offset + 1
+            if table.num_rows:
+                offsets = table.column("offset")
+                last = offsets[-1].as_py()
+                if last >= rng.end:  # offsets ascend: keep those below the range's end
+                    table = table.slice(0, _below(offsets, rng.end))
+                    position = rng.end
+                else:
+                    position = last + 1
+                parts.extend(table.to_batches())
+                rows += table.num_rows
                 stall_deadline = time.monotonic() + options.poll_timeout_ms / 1000
-                if len(cols) >= ROWS_PER_BATCH:
-                    yield cols.flush()
+                if rows >= ROWS_PER_BATCH:
+                    yield _one_batch(parts)
+                    parts, rows = [], 0
                 continue
             moved = await consumer.position(tp)  # a batch of only skipped offsets moves it
             if moved > position:
@@ -170,10 +124,30 @@ async def read_range(options: KafkaOptions, rng: OffsetRange) -> AsyncIterator[p
                     f"{tp}: no records at offset {position} (range ends at {rng.end}) within "
                     f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}"
                 )
-        if len(cols):
-            yield cols.flush()
+        if rows:
+            yield _one_batch(parts)
     finally:
         await consumer.stop()
+
+
+def _below(offsets: pa.ChunkedArray, end: int) -> int:
+    """How many of the ascending ``offsets`` are below ``end`` (a binary search: no
+    pyarrow.compute, whose first import costs a Spark worker ~1 s of CPU)."""
+    lo, hi = 0, len(offsets)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if offsets[mid].as_py() < end:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _one_batch(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """The taken record batches as one (a copy only when there are several)."""
+    if len(parts) == 1:
+        return parts[0]
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
 
 
 async def _after_data_loss(
@@ -259,28 +233,15 @@ async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]
             n = batch.num_rows
             if "value" not in names:
                 raise Errors.IllegalArgumentError("a Kafka write needs a 'value' column")
-            values = _as_bytes(batch.column("value"), "value")
-            keys = _as_bytes(batch.column("key"), "key") if "key" in names else [None] * n
-            if options.topic is not None:
-                topics: list[Any] = [options.topic] * n
-            elif "topic" in names:
-                topics = batch.column("topic").to_pylist()
-            else:
+            if options.topic is None and "topic" not in names:
                 raise Errors.IllegalArgumentError("set the 'topic' option or give a 'topic' column")
-            parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
-            headers = _headers(batch.column("headers")) if "headers" in names else [None] * n
-            send = producer.send
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise Errors.IllegalArgumentError("null topic in the 'topic' column")
-                pending.append(
-                    await send(
-                        topic, values[i], key=keys[i], partition=parts[i], headers=headers[i]
-                    )
-                )
-                if len(pending) > _MAX_PENDING:
-                    await _settle((pending.popleft() for _ in range(_MAX_PENDING // 2)), timeout)
+            if "headers" in names:  # Spark's header values may be strings: row by row
+                await _write_rows(producer, options, batch, pending, timeout)
+            else:
+                for topic, table in _by_topic(options, batch):
+                    pending.extend(await producer.send_arrow(topic, table))
+                    if len(pending) > _MAX_PENDING:
+                        await _settle((pending.popleft() for _ in range(len(pending))), timeout)
             count += n
             await asyncio.sleep(0)  # let the sender task drain between Arrow batches
         await asyncio.wait_for(producer.flush(), timeout)
@@ -289,6 +250,72 @@ async def write_batches(options: KafkaOptions, batches: Iterable[pa.RecordBatch]
         pending.clear()
         await asyncio.wait_for(producer.stop(), timeout)
     return count
+
+
+def _binary_column(batch: pa.RecordBatch, name: str) -> pa.Array:
+    col = batch.column(name)
+    typ = col.type
+    if pa.types.is_binary(typ) or pa.types.is_null(typ):
+        return col.cast(pa.binary())
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_large_binary(typ):
+        return col.cast(pa.binary())  # the UTF-8 bytes, as Spark's sink writes a string
+    raise Errors.IllegalArgumentError(f"column {name!r} must be string or binary, not {typ}")
+
+
+def _by_topic(options: KafkaOptions, batch: pa.RecordBatch) -> Iterable[tuple[str, pa.Table]]:
+    """The batch's rows as send_arrow() tables (value, key, partition), per target topic: the
+    ``topic`` option for every row when set (it wins, as in Spark), else the topic column."""
+    names = batch.schema.names
+    columns = {"value": _binary_column(batch, "value")}
+    if "key" in names:
+        columns["key"] = _binary_column(batch, "key")
+    if "partition" in names:
+        columns["partition"] = batch.column("partition").cast(pa.int32())
+    table = pa.table(columns)
+    if options.topic is not None:
+        yield options.topic, table
+        return
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    topics = batch.column("topic")
+    if topics.null_count:
+        raise Errors.IllegalArgumentError("null topic in the 'topic' column")
+    distinct = pc.unique(topics).to_pylist()
+    if len(distinct) == 1:
+        yield str(distinct[0]), table
+        return
+    for topic in distinct:  # each topic's rows in their order
+        yield str(topic), table.filter(pc.equal(topics, topic))
+
+
+async def _write_rows(
+    producer: AIOKafkaProducer,
+    options: KafkaOptions,
+    batch: pa.RecordBatch,
+    pending: deque[Any],
+    timeout: float,
+) -> None:
+    """A batch with headers, row by row through send()."""
+    names = batch.schema.names
+    n = batch.num_rows
+    values = _as_bytes(batch.column("value"), "value")
+    keys = _as_bytes(batch.column("key"), "key") if "key" in names else [None] * n
+    if options.topic is not None:
+        topics: list[Any] = [options.topic] * n
+    else:
+        topics = batch.column("topic").to_pylist()
+    parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+    headers = _headers(batch.column("headers"))
+    send = producer.send
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise Errors.IllegalArgumentError("null topic in the 'topic' column")
+        pending.append(
+            await send(topic, values[i], key=keys[i], partition=parts[i], headers=headers[i])
+        )
+        if len(pending) > _MAX_PENDING:
+            await _settle((pending.popleft() for _ in range(_MAX_PENDING // 2)), timeout)
 
 
 def _producer_defaults(options: KafkaOptions) -> dict[str, Any]:

@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -463,6 +464,594 @@ defer:
     Py_RETURN_NOTIMPLEMENTED;
 }
 
+
+/* ---- decode_columns: records straight into Arrow column buffers ------------------------------
+ *
+ * decode_columns(bufs, data, count, base_offset, base_timestamp, log_append_time,
+ *                timestamp_type, min_offset, limit) -> (appended, left_out) | None
+ *
+ * Appends the records at or after min_offset (at most `limit` of them) of an uncompressed v2
+ * records section to the bytearrays of `bufs` (aiokafka_lite.records.columns.ColumnBuffers:
+ * 9 buffers, or 16 with the headers' ones; the layout is described there) without a Python
+ * object per record. `left_out` is the offset of the first record the limit left out, else -1.
+ * The whole section is checked as decode_records checks it, whatever the limit. Returns None,
+ * with every buffer as it was, when the pure-Python code must decide (the same rule as
+ * decode_records: malformed or unusual input, a timestamp whose microseconds overflow int64, a
+ * column past 2 GiB). */
+#define NB_MAX 16
+#define NB_PLAIN 9
+
+typedef struct {
+    PyObject *ba;
+    Py_ssize_t len;  /* bytes written */
+    Py_ssize_t orig; /* size on entry, for the rollback */
+    uint8_t last;    /* a bitmap's last byte on entry */
+} Col;
+
+static inline int
+col_reserve(Col *c, Py_ssize_t extra)
+{
+    Py_ssize_t need = c->len + extra, have = PyByteArray_GET_SIZE(c->ba);
+    if (need <= have)
+        return 0;
+    Py_ssize_t grow = have + (have >> 1);
+    if (grow < need)
+        grow = need;
+    return PyByteArray_Resize(c->ba, grow);
+}
+
+static inline uint8_t *
+col_ptr(Col *c)
+{
+    return (uint8_t *)PyByteArray_AS_STRING(c->ba);
+}
+
+static inline int
+col_put(Col *c, const void *src, Py_ssize_t n)
+{
+    if (col_reserve(c, n) < 0)
+        return -1;
+    memcpy(col_ptr(c) + c->len, src, (size_t)n);
+    c->len += n;
+    return 0;
+}
+
+static inline int
+col_i32(Col *c, int32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    return col_put(c, b, 4);
+}
+
+static inline int
+col_i64(Col *c, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    uint8_t b[8];
+    for (int k = 0; k < 8; k++)
+        b[k] = (uint8_t)(u >> (8 * k));
+    return col_put(c, b, 8);
+}
+
+/* bit `idx` of a validity bitmap (bytes past the bitmap's length are zeroed first) */
+static inline int
+col_bit(Col *c, Py_ssize_t idx, int valid)
+{
+    Py_ssize_t byte = idx >> 3;
+    if (byte >= c->len) {
+        Py_ssize_t add = byte + 1 - c->len;
+        if (col_reserve(c, add) < 0)
+            return -1;
+        memset(col_ptr(c) + c->len, 0, (size_t)add);
+        c->len = byte + 1;
+    }
+    if (valid)
+        col_ptr(c)[byte] |= (uint8_t)(1u << (idx & 7));
+    return 0;
+}
+
+/* a binary value: validity bit, end offset, bytes (size -1: null) */
+static inline int
+col_binary(Col *valid, Col *offsets, Col *bytes, Py_ssize_t idx, const uint8_t *p,
+           int64_t size, int has_valid)
+{
+    if (has_valid && col_bit(valid, idx, size >= 0) < 0)
+        return -1;
+    if (size > 0 && col_put(bytes, p, (Py_ssize_t)size) < 0)
+        return -1;
+    if (bytes->len > INT32_MAX)
+        return 1;
+    return col_i32(offsets, (int32_t)bytes->len);
+}
+
+static const int col_is_bitmap[NB_MAX] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
+
+static PyObject *
+decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "decode_columns takes 9 positional arguments");
+        return NULL;
+    }
+    PyObject *bufs = args[0], *data = args[1];
+    if (!PyList_CheckExact(bufs)
+        || (PyList_GET_SIZE(bufs) != NB_PLAIN && PyList_GET_SIZE(bufs) != NB_MAX)) {
+        PyErr_SetString(PyExc_TypeError, "decode_columns needs a list of 9 or 16 bytearrays");
+        return NULL;
+    }
+    int nb = (int)PyList_GET_SIZE(bufs), with_headers = nb == NB_MAX;
+    Col col[NB_MAX];
+    for (int b = 0; b < nb; b++) {
+        PyObject *ba = PyList_GET_ITEM(bufs, b);
+        if (!PyByteArray_CheckExact(ba)) {
+            PyErr_SetString(PyExc_TypeError, "decode_columns needs a list of bytearrays");
+            return NULL;
+        }
+        col[b].ba = ba;
+        col[b].len = col[b].orig = PyByteArray_GET_SIZE(ba);
+        col[b].last = col[b].len ? col_ptr(&col[b])[col[b].len - 1] : 0;
+    }
+    if (!PyBytes_CheckExact(data))
+        Py_RETURN_NONE;
+    for (int a = 2; a < 9; a++)
+        if (!(PyLong_CheckExact(args[a]) || (a == 5 && args[a] == Py_None)))
+            Py_RETURN_NONE;
+    int overflow = 0, o2 = 0;
+    long long count = PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    o2 |= overflow;
+    long long base_offset = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    o2 |= overflow;
+    long long base_ts = PyLong_AsLongLongAndOverflow(args[4], &overflow);
+    o2 |= overflow;
+    int has_lat = args[5] != Py_None;
+    long long lat = 0;
+    if (has_lat) {
+        lat = PyLong_AsLongLongAndOverflow(args[5], &overflow);
+        o2 |= overflow;
+    }
+    long long ts_type = PyLong_AsLongLongAndOverflow(args[6], &overflow);
+    o2 |= overflow;
+    long long min_offset = PyLong_AsLongLongAndOverflow(args[7], &overflow);
+    o2 |= overflow;
+    long long limit = PyLong_AsLongLongAndOverflow(args[8], &overflow);
+    o2 |= overflow;
+    if (PyErr_Occurred())
+        return NULL;
+    if (o2 || count < 0 || ts_type < INT32_MIN || ts_type > INT32_MAX)
+        Py_RETURN_NONE;
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(data);
+    Py_ssize_t end = PyBytes_GET_SIZE(data);
+    if (count > end / 7)
+        Py_RETURN_NONE;
+    /* room for the whole section up front: one resize per buffer, not one per growth step */
+    {
+        Py_ssize_t c = (Py_ssize_t)count;
+        Py_ssize_t room[NB_PLAIN] = {c / 8 + 1, 4 * c, end, c / 8 + 1, 4 * c, end, 8 * c, 8 * c, 4 * c};
+        for (int b = 0; b < NB_PLAIN; b++)
+            if (col_reserve(&col[b], room[b]) < 0)
+                goto fail;
+    }
+    Py_ssize_t n = col[6].len >> 3; /* rows already in the buffers */
+    Py_ssize_t hn = with_headers ? (col[11].len >> 2) - 1 : 0; /* headers already */
+    long long appended = 0, left_out = -1;
+    Py_ssize_t i = 0;
+    int rc;
+    for (long long r = 0; r < count; r++) {
+        int64_t len, v;
+        if (rd_varint(p, end, &i, &len) < 0 || len < 6 || len > end - i)
+            goto bail;
+        Py_ssize_t rec_end = i + (Py_ssize_t)len;
+        i += 1; /* attributes */
+        if (rd_varint(p, rec_end, &i, &v) < 0)
+            goto bail;
+        long long ts, offset;
+        if (__builtin_add_overflow(base_ts, (long long)v, &ts))
+            goto bail;
+        if (rd_varint(p, rec_end, &i, &v) < 0)
+            goto bail;
+        if (__builtin_add_overflow(base_offset, (long long)v, &offset))
+            goto bail;
+        int64_t ksize, vsize;
+        Py_ssize_t len_at = i;
+        if (rd_varint(p, rec_end, &i, &ksize) < 0 || ksize < -1 || ksize > rec_end - i
+            || (ksize == -1 && i - len_at != 1))
+            goto bail;
+        Py_ssize_t key_at = i;
+        if (ksize > 0)
+            i += (Py_ssize_t)ksize;
+        len_at = i;
+        if (rd_varint(p, rec_end, &i, &vsize) < 0 || vsize < -1 || vsize > rec_end - i
+            || (vsize == -1 && i - len_at != 1))
+            goto bail;
+        Py_ssize_t value_at = i;
+        if (vsize > 0)
+            i += (Py_ssize_t)vsize;
+        if (has_lat)
+            ts = lat;
+        int keep = offset >= min_offset;
+        if (keep && appended >= limit) {
+            if (left_out < 0)
+                left_out = offset;
+            keep = 0;
+        }
+        long long ts_us = 0;
+        if (keep && __builtin_mul_overflow(ts, 1000LL, &ts_us))
+            goto bail;
+        int64_t hcount;
+        if (rd_varint(p, rec_end, &i, &hcount) < 0 || hcount < 0 || hcount > (rec_end - i) / 2)
+            goto bail;
+        int store_h = keep && with_headers;
+        if (store_h && col_bit(&col[9], n, hcount > 0) < 0)
+            goto fail;
+        for (int64_t h = 0; h < hcount; h++) {
+            int64_t hk, hv;
+            if (rd_varint(p, rec_end, &i, &hk) < 0 || hk < 0 || hk > rec_end - i)
+                goto bail;
+            PyObject *hkey = PyUnicode_DecodeUTF8((const char *)p + i, (Py_ssize_t)hk, NULL);
+            if (hkey == NULL) {
+                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    PyErr_Clear();
+                    goto bail;
+                }
+                goto fail;
+            }
+            Py_DECREF(hkey);
+            Py_ssize_t hk_at = i;
+            i += (Py_ssize_t)hk;
+            if (rd_varint(p, rec_end, &i, &hv) < 0 || hv < -1 || hv > rec_end - i)
+                goto bail;
+            if (store_h) {
+                if ((rc = col_binary(NULL, &col[11], &col[12], 0, p + hk_at, hk, 0)) != 0
+                    || (rc = col_binary(&col[13], &col[14], &col[15], hn, p + i, hv, 1)) != 0) {
+                    if (rc > 0)
+                        goto bail;
+                    goto fail;
+                }
+                hn++;
+            }
+            if (hv > 0)
+                i += (Py_ssize_t)hv;
+        }
+        if (i != rec_end)
+            goto bail;
+        if (!keep)
+            continue;
+        if (store_h) {
+            if (col[12].len > INT32_MAX || hn > INT32_MAX)
+                goto bail;
+            if (col_i32(&col[10], (int32_t)hn) < 0)
+                goto fail;
+        }
+        if ((rc = col_binary(&col[0], &col[1], &col[2], n, p + key_at, ksize, 1)) != 0
+            || (rc = col_binary(&col[3], &col[4], &col[5], n, p + value_at, vsize, 1)) != 0) {
+            if (rc > 0)
+                goto bail;
+            goto fail;
+        }
+        if (col_i64(&col[6], offset) < 0 || col_i64(&col[7], ts_us) < 0
+            || col_i32(&col[8], (int32_t)ts_type) < 0)
+            goto fail;
+        n++;
+        appended++;
+    }
+    if (i != end)
+        goto bail;
+    for (int b = 0; b < nb; b++)
+        if (PyByteArray_Resize(col[b].ba, col[b].len) < 0)
+            goto fail;
+    return Py_BuildValue("(LL)", appended, left_out);
+bail:
+    for (int b = 0; b < nb; b++) {
+        if (PyByteArray_Resize(col[b].ba, col[b].orig) < 0)
+            return NULL;
+        if (col_is_bitmap[b] && col[b].orig)
+            col_ptr(&col[b])[col[b].orig - 1] = col[b].last;
+    }
+    Py_RETURN_NONE;
+fail:
+    for (int b = 0; b < nb; b++) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (PyByteArray_Resize(col[b].ba, col[b].orig) == 0 && col_is_bitmap[b] && col[b].orig)
+            col_ptr(&col[b])[col[b].orig - 1] = col[b].last;
+        PyErr_Restore(et, ev, tb);
+    }
+    return NULL;
+}
+
+
+/* ---- append_columns: v2 records from Arrow column buffers -------------------------------------
+ *
+ * append_columns(buf, count, base_ts, limit, rows, start, end, ts, ts_const, key, value)
+ *     -> (next, state, max_ts, last_ts)
+ *
+ * Appends rows start .. end-1 (rows: None, or an int64 buffer of row numbers to take in that
+ * order) to the builder's bytearray `buf`, the record encoding of append_record byte for byte
+ * (no headers). ts: None (every row stamped ts_const) or an int64 buffer of epoch ms. key,
+ * value: None (all null) or (validity buffer or None, int32 offsets, data, array offset) of an
+ * Arrow binary array. `next` is the first position not appended; state 0: all appended, 1: the
+ * batch is full (a record did not fit in `limit`), 2: the row at `next` needs the Python
+ * builder (the batch's first record, a timestamp out of range or a delta past int64). max_ts
+ * and last_ts: the builder's, after the appended rows (base_ts-relative fields unchanged). */
+typedef struct {
+    Py_buffer valid, offsets, data;
+    int has, has_valid;
+    Py_ssize_t off;
+} BinCol;
+
+static int
+bincol_open(BinCol *c, PyObject *spec)
+{
+    memset(c, 0, sizeof(*c));
+    if (spec == Py_None)
+        return 0;
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4) {
+        PyErr_SetString(PyExc_TypeError, "append_columns: a column is (validity, offsets, data, offset)");
+        return -1;
+    }
+    PyObject *v = PyTuple_GET_ITEM(spec, 0);
+    c->off = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 3));
+    if (c->off < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "append_columns: negative array offset");
+        return -1;
+    }
+    if (v != Py_None) {
+        if (PyObject_GetBuffer(v, &c->valid, PyBUF_SIMPLE) < 0)
+            return -1;
+        c->has_valid = 1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(spec, 1), &c->offsets, PyBUF_SIMPLE) < 0) {
+        if (c->has_valid)
+            PyBuffer_Release(&c->valid);
+        return -1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(spec, 2), &c->data, PyBUF_SIMPLE) < 0) {
+        if (c->has_valid)
+            PyBuffer_Release(&c->valid);
+        PyBuffer_Release(&c->offsets);
+        return -1;
+    }
+    c->has = 1;
+    return 0;
+}
+
+static void
+bincol_close(BinCol *c)
+{
+    if (!c->has)
+        return;
+    if (c->has_valid)
+        PyBuffer_Release(&c->valid);
+    PyBuffer_Release(&c->offsets);
+    PyBuffer_Release(&c->data);
+    c->has = 0;
+}
+
+/* row r's bytes: 0 (p, n set; n -1 for null), -1 when the buffers do not hold it */
+static inline int
+bincol_get(const BinCol *c, int64_t r, const uint8_t **p, Py_ssize_t *n)
+{
+    if (!c->has) {
+        *n = -1;
+        return 0;
+    }
+    int64_t k = c->off + r;
+    if (c->has_valid) {
+        if ((k >> 3) >= c->valid.len)
+            return -1;
+        if (!(((const uint8_t *)c->valid.buf)[k >> 3] & (1u << (k & 7)))) {
+            *n = -1;
+            return 0;
+        }
+    }
+    if ((k + 2) * 4 > c->offsets.len)
+        return -1;
+    int32_t a, b;
+    memcpy(&a, (const char *)c->offsets.buf + k * 4, 4);
+    memcpy(&b, (const char *)c->offsets.buf + k * 4 + 4, 4);
+    if (a < 0 || b < a || b > c->data.len)
+        return -1;
+    *p = (const uint8_t *)c->data.buf + a;
+    *n = b - a;
+    return 0;
+}
+
+static PyObject *
+append_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "append_columns takes 11 positional arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_CheckExact(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_columns needs a bytearray");
+        return NULL;
+    }
+    long long count = PyLong_AsLongLong(args[1]), base_ts = PyLong_AsLongLong(args[2]),
+              limit = PyLong_AsLongLong(args[3]), start = PyLong_AsLongLong(args[5]),
+              end = PyLong_AsLongLong(args[6]), ts_const = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer rows = {0}, tsb = {0};
+    BinCol key, value;
+    int have_rows = 0, have_ts = 0;
+    PyObject *result = NULL;
+    memset(&key, 0, sizeof key);
+    memset(&value, 0, sizeof value);
+    if (args[4] != Py_None) {
+        if (PyObject_GetBuffer(args[4], &rows, PyBUF_SIMPLE) < 0)
+            return NULL;
+        have_rows = 1;
+    }
+    if (args[7] != Py_None) {
+        if (PyObject_GetBuffer(args[7], &tsb, PyBUF_SIMPLE) < 0)
+            goto out;
+        have_ts = 1;
+    }
+    if (bincol_open(&key, args[9]) < 0 || bincol_open(&value, args[10]) < 0)
+        goto out;
+    if (start < 0 || end < start || (have_rows && end * 8 > rows.len)) {
+        PyErr_SetString(PyExc_ValueError, "append_columns: rows out of range");
+        goto out;
+    }
+    int state = 0;
+    long long i = start;
+    long long max_ts = LLONG_MIN;
+    long long last_ts = LLONG_MIN;
+    for (; i < end; i++) {
+        int64_t r = i;
+        if (have_rows)
+            memcpy(&r, (const char *)rows.buf + i * 8, 8);
+        if (r < 0) {
+            PyErr_SetString(PyExc_ValueError, "append_columns: a negative row number");
+            goto out;
+        }
+        long long ts = ts_const;
+        if (have_ts) {
+            if ((r + 1) * 8 > tsb.len) {
+                PyErr_SetString(PyExc_ValueError, "append_columns: the timestamps are too short");
+                goto out;
+            }
+            memcpy(&ts, (const char *)tsb.buf + r * 8, 8);
+        }
+        long long delta;
+        if (count == 0 || ts >= LLONG_MAX - 8191 || __builtin_sub_overflow(ts, base_ts, &delta)) {
+            state = 2;
+            break;
+        }
+        const uint8_t *kp = NULL, *vp = NULL;
+        Py_ssize_t kn, vn;
+        if (bincol_get(&key, r, &kp, &kn) < 0 || bincol_get(&value, r, &vp, &vn) < 0) {
+            PyErr_SetString(PyExc_ValueError, "append_columns: a row past the column's buffers");
+            goto out;
+        }
+        Py_ssize_t kl = kn < 0 ? 1 : put_uvarint(NULL, zigzag(kn)) + kn;
+        Py_ssize_t vl = vn < 0 ? 1 : put_uvarint(NULL, zigzag(vn)) + vn;
+        Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count))
+                        + kl + vl + 1;
+        Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
+        Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+        if ((long long)old + total > limit) {
+            state = 1;
+            break;
+        }
+        if (PyByteArray_Resize(buf, old + total) < 0)
+            goto out;
+        uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
+        p += put_uvarint(p, zigzag(rl));
+        *p++ = 0;
+        p += put_uvarint(p, zigzag(delta));
+        p += put_uvarint(p, zigzag(count));
+        if (kn < 0)
+            *p++ = 1;
+        else {
+            p += put_uvarint(p, zigzag(kn));
+            if (kn)
+                memcpy(p, kp, (size_t)kn);
+            p += kn;
+        }
+        if (vn < 0)
+            *p++ = 1;
+        else {
+            p += put_uvarint(p, zigzag(vn));
+            if (vn)
+                memcpy(p, vp, (size_t)vn);
+            p += vn;
+        }
+        *p = 0; /* no headers */
+        count++;
+        if (ts > max_ts)
+            max_ts = ts;
+        last_ts = ts;
+    }
+    result = Py_BuildValue("(LiLL)", i, state, max_ts, last_ts);
+out:
+    if (have_rows)
+        PyBuffer_Release(&rows);
+    if (have_ts)
+        PyBuffer_Release(&tsb);
+    bincol_close(&key);
+    bincol_close(&value);
+    return result;
+}
+
+
+/* key_hashes(key, n, parts) -> bytes: toPositive(murmur2(key)) % parts of rows 0 .. n-1 of an
+ * Arrow binary column (the (validity, offsets, data, offset) tuple of append_columns) as n
+ * int32, -1 for a null key: the Java client's keyed partition index, for send_arrow(). */
+static PyObject *
+key_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "key_hashes takes 3 positional arguments");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    long parts = PyLong_AsLong(args[2]);
+    if (parts < 1 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "key_hashes: no partitions");
+    if (n < 0 || parts < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "key_hashes: negative row count");
+        return NULL;
+    }
+    BinCol key;
+    if (bincol_open(&key, args[0]) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (out == NULL) {
+        bincol_close(&key);
+        return NULL;
+    }
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+    const uint32_t m = 0x5bd1e995u;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const uint8_t *p = NULL;
+        Py_ssize_t len;
+        if (bincol_get(&key, r, &p, &len) < 0) {
+            PyErr_SetString(PyExc_ValueError, "key_hashes: a row past the column's buffers");
+            Py_DECREF(out);
+            bincol_close(&key);
+            return NULL;
+        }
+        int32_t v = -1;
+        if (len >= 0) {
+            uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+            Py_ssize_t n4 = len >> 2;
+            for (Py_ssize_t i = 0; i < n4; i++) {
+                uint32_t k = (uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8)
+                             | ((uint32_t)p[4 * i + 2] << 16) | ((uint32_t)p[4 * i + 3] << 24);
+                k *= m;
+                k ^= k >> 24;
+                k *= m;
+                h *= m;
+                h ^= k;
+            }
+            Py_ssize_t base = len & ~(Py_ssize_t)3;
+            switch (len & 3) {
+            case 3:
+                h ^= (uint32_t)p[base + 2] << 16;
+                /* fall through */
+            case 2:
+                h ^= (uint32_t)p[base + 1] << 8;
+                /* fall through */
+            case 1:
+                h ^= (uint32_t)p[base];
+                h *= m;
+            }
+            h ^= h >> 13;
+            h *= m;
+            h ^= h >> 15;
+            v = (int32_t)((h & 0x7fffffffu) % (uint32_t)parts);
+        }
+        memcpy(o + 4 * r, &v, 4);
+    }
+    bincol_close(&key);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
@@ -471,6 +1060,16 @@ static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, count, delta, key, value, tail, limit) -> True | None | "
      "NotImplemented: one v2 record appended to a bytearray (see the C source)."},
+    {"decode_columns", (PyCFunction)(void (*)(void))decode_columns, METH_FASTCALL,
+     "decode_columns(bufs, data, count, base_offset, base_timestamp, log_append_time, "
+     "timestamp_type, min_offset, limit) -> (appended, left_out) | None: records appended to "
+     "Arrow column buffers (see the C source)."},
+    {"append_columns", (PyCFunction)(void (*)(void))append_columns, METH_FASTCALL,
+     "append_columns(buf, count, base_ts, limit, rows, start, end, ts, ts_const, key, value) "
+     "-> (next, state, max_ts, last_ts): v2 records from Arrow buffers (see the C source)."},
+    {"key_hashes", (PyCFunction)(void (*)(void))key_hashes, METH_FASTCALL,
+     "key_hashes(key, n, parts) -> bytes: positive murmur2 of each key of an Arrow binary column "
+     "modulo parts, as int32 (-1: null)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,7 @@ import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.regex.Pattern;
 
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -35,6 +36,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * <pre>group-member-consumer --bootstrap H:P (--topic T | --pattern P | --subscription-pattern P) --group G
  *     [--remote-assignor NAME] [--run-ms N] [--from beginning|latest] [--instance-id ID]
+ *     [--close-operation default|leave_group|remain_in_group (KIP-1092)]
  *     [--revoke-sleep-ms N] [--max-poll-records N] [--auto-commit true|false] [--close-ms N]</pre>
  */
 final class ConsumerProtocolMember {
@@ -47,6 +49,8 @@ final class ConsumerProtocolMember {
         String pattern = null, subscriptionPattern = null, instanceId = null, maxPollRecords = null;
         boolean autoCommit = false;
         long runMs = 120000, revokeSleepMs = 0, closeMs = 10000;
+        // KIP-1092: CloseOptions.GroupMembershipOperation (DEFAULT, LEAVE_GROUP, REMAIN_IN_GROUP)
+        String closeOperation = "DEFAULT";
         for (int i = 1; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -63,6 +67,7 @@ final class ConsumerProtocolMember {
                 case "--max-poll-records" -> maxPollRecords = value;
                 case "--auto-commit" -> autoCommit = Boolean.parseBoolean(value);
                 case "--close-ms" -> closeMs = Long.parseLong(value);
+                case "--close-operation" -> closeOperation = value;
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
@@ -163,7 +168,9 @@ final class ConsumerProtocolMember {
                 }
             }
         } finally {
-            consumer.close(Duration.ofMillis(closeMs));
+            consumer.close(CloseOptions.groupMembershipOperation(
+                CloseOptions.GroupMembershipOperation.valueOf(closeOperation.toUpperCase()))
+                .withTimeout(Duration.ofMillis(closeMs)));
         }
         emit("{\"event\":\"closed\"}");
     }

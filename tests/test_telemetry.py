@@ -1,0 +1,270 @@
+"""KIP-714 client telemetry against Apache Kafka 4.4, beside the Java client.
+
+Apache Kafka takes PushTelemetry only with a metrics plugin: the module starts its own broker
+with ``tests/java``'s ``TelemetryRecorder`` on the classpath (``metric.reporters``), which writes
+every push it receives to a file; the tests decode the OTLP bytes with ``opentelemetry-proto``
+(a dev dependency: an independent decoder for our hand-written encoder). A ``client-metrics``
+subscription (IncrementalAlterConfigs, resource type CLIENT_METRICS) asks the clients whose id
+starts with ``tm-`` for every ``org.apache.kafka.`` metric every 500 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka_lite.conn import BrokerConnection
+from aiokafka_lite.protocol import messages as m
+from tests import java_oracle
+from tests.conftest import _need_apache
+
+pytestmark = pytest.mark.slow
+
+_CLIENT_METRICS = 16  # ConfigResource type CLIENT_METRICS
+INTERVAL_MS = 500
+#: the client id of java_oracle's flood-producer (KipScripts.java)
+JAVA_PRODUCER = "kafka-oracle-flood"
+
+
+class _Recorder:
+    def __init__(self, kafka: Any, path: Path) -> None:
+        self.kafka = kafka
+        self.bootstrap = kafka.bootstrap
+        self.path = path
+
+    def pushes(self, client_id: str) -> list[dict[str, Any]]:
+        """The pushes the broker received from ``client_id``, decoded."""
+        from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+        out = []
+        text = self.path.read_text() if self.path.exists() else ""
+        for line in text.splitlines():
+            cid, instance, terminating, ctype, _interval, data = line.split("\t")
+            if cid != client_id:
+                continue
+            md = metrics_pb2.MetricsData.FromString(base64.b64decode(data))
+            metrics = {
+                mt.name: mt.WhichOneof("data")
+                for rm in md.resource_metrics
+                for sm in rm.scope_metrics
+                for mt in sm.metrics
+            }
+            out.append(
+                {
+                    "instance": instance,
+                    "terminating": terminating == "true",
+                    "content_type": ctype,
+                    "metrics": metrics,
+                    "data": md,
+                    "at": time.monotonic(),
+                }
+            )
+        return out
+
+
+@pytest.fixture(scope="module")
+def recorder(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Recorder]:
+    broker.skip_on("tansu", "noida", reason="the metrics plugin is Apache Kafka's")
+    _need_apache()
+    pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
+    if java_oracle.unavailable_reason() is not None:
+        pytest.skip(java_oracle.unavailable_reason())
+    build = java_oracle.build()
+    from aiokafka_lite.launchers.apache import ApacheKafka
+
+    path = tmp_path_factory.mktemp("telemetry") / "pushes.tsv"
+    kafka = ApacheKafka(
+        extra_classpath=[str(build / "classes")],
+        extra_config={
+            "metric.reporters": "TelemetryRecorder",
+            "telemetry.recorder.file": str(path),
+        },
+    )
+    kafka.start()
+    try:
+        asyncio.run(_subscribe(kafka.bootstrap))
+        yield _Recorder(kafka, path)
+    finally:
+        kafka.stop()
+
+
+async def _subscribe(bootstrap: str) -> None:
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    await conn.connect(timeout_ms=10000)
+    try:
+        cfg = m.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig
+        configs = [
+            cfg(name="metrics", config_operation=0, value="org.apache.kafka."),
+            cfg(name="interval.ms", config_operation=0, value=str(INTERVAL_MS)),
+            cfg(name="match", config_operation=0, value=f"client_id=(tm-.*|{JAVA_PRODUCER})"),
+        ]
+        res = m.IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=_CLIENT_METRICS, resource_name="tm-all", configs=configs
+        )
+        resp = await conn.send(m.IncrementalAlterConfigsRequest(resources=[res]))
+        assert resp.responses[0].error_code == 0, resp
+    finally:
+        conn.close()
+        await conn.wait_closed()
+
+
+async def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        await asyncio.sleep(0.1)
+
+
+async def test_pushes_beside_java(recorder: _Recorder) -> None:
+    """Our producer and consumer push the subscribed metrics at the subscription's interval
+    and a last, terminating push at stop(), as the Java 4.4 clients do on the same broker;
+    the metric names (and sum/gauge types) compared with Java's."""
+    topic = f"tm-{uuid.uuid4().hex[:8]}"
+    bootstrap = recorder.bootstrap
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="tm-py-producer")
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        client_id="tm-py-consumer",
+        group_id=f"g-{topic}",
+        auto_offset_reset="earliest",
+    )
+    await producer.start()
+    await consumer.start()
+    try:
+        for i in range(20):
+            await producer.send_and_wait(topic, f"v{i}".encode())
+        await consumer.getmany(timeout_ms=2000)
+        # readiness: three periodic pushes each (the first comes 0.5-1.5 intervals in)
+        await _wait(
+            lambda: (
+                len(recorder.pushes("tm-py-producer")) >= 3
+                and len(recorder.pushes("tm-py-consumer")) >= 3
+            ),
+            20,
+            "three pushes from each client",
+        )
+        live = {c: recorder.pushes(c) for c in ("tm-py-producer", "tm-py-consumer")}
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    for cid, before in live.items():
+        assert not any(p["terminating"] for p in before), cid
+        after = recorder.pushes(cid)
+        assert after[-1]["terminating"], f"{cid}: no terminating push at stop()"
+        assert len({p["instance"] for p in after}) == 1, cid  # one client instance id
+    # the Java clients, same subscription, same broker: a producer sending for 4 s, a group
+    # consumer polling for 6 s (each lives several push intervals)
+    flood = java_oracle.KipScript("flood-producer", bootstrap, topic, run_ms=4000, interval_ms=5)
+    flood.start()
+    try:
+        java_oracle.consume(
+            bootstrap,
+            topic,
+            group=f"gj-{topic}",
+            timeout_ms=6000,
+            client_properties={"client.id": "tm-java-consumer"},
+        )
+        await _wait(
+            lambda: recorder.pushes(JAVA_PRODUCER) and recorder.pushes("tm-java-consumer"),
+            20,
+            "pushes from the Java clients",
+        )
+    finally:
+        flood.stop(check=False)
+    report = []
+    for role in ("producer", "consumer"):
+        ours = _names(recorder.pushes(f"tm-py-{role}"))
+        java_id = JAVA_PRODUCER if role == "producer" else "tm-java-consumer"
+        java = _names(recorder.pushes(java_id))
+        both = sorted(set(ours) & set(java))
+        report.append(
+            f"{role}: ours {len(ours)}, Java {len(java)}, both {len(both)}\n"
+            f"  both: {both}\n  ours only: {sorted(set(ours) - set(java))}\n"
+            f"  Java only: {sorted(set(java) - set(ours))}"
+        )
+        assert all(n.startswith("org.apache.kafka.") for n in ours), role
+        mismatched = [n for n in both if ours[n] != java[n]]
+        assert not mismatched, f"{role}: sum/gauge differ from Java's: {mismatched}"
+        assert len(both) >= 8, f"{role}: few names in common with Java's: {both}"
+    print("\n" + "\n".join(report))
+
+
+def _names(pushes: list[dict[str, Any]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in pushes:
+        out.update(p["metrics"])
+    return out
+
+
+async def test_interval_followed(recorder: _Recorder) -> None:
+    """Periodic pushes come about one subscription interval apart (500 ms)."""
+    producer = AIOKafkaProducer(bootstrap_servers=recorder.bootstrap, client_id="tm-py-interval")
+    await producer.start()
+    try:
+        await _wait(lambda: len(recorder.pushes("tm-py-interval")) >= 1, 20, "a first push")
+        first = time.monotonic()
+        await _wait(lambda: len(recorder.pushes("tm-py-interval")) >= 5, 20, "five pushes")
+        elapsed = time.monotonic() - first
+    finally:
+        await producer.stop()
+    # four intervals: 2 s; the bound leaves room for a busy machine, not for a missed interval
+    assert 1.5 <= elapsed <= 4.0, elapsed
+
+
+async def test_disabled_sends_nothing(recorder: _Recorder) -> None:
+    """enable_metrics_push=False: no telemetry request at all, even with a subscription."""
+    sent: list[str] = []
+
+    class Requests:
+        def on_request_sent(self, node_id: Any, api_key: int, api_name: str, size: int) -> None:
+            sent.append(api_name)
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=recorder.bootstrap,
+        client_id="tm-py-off",
+        enable_metrics_push=False,
+        hooks=[Requests()],
+    )
+    await producer.start()
+    try:
+        await producer.send_and_wait("tm-off", b"x")
+        # a client pushing would have asked for its subscription at start
+        on = AIOKafkaProducer(bootstrap_servers=recorder.bootstrap, client_id="tm-py-on")
+        await on.start()
+        await _wait(lambda: len(recorder.pushes("tm-py-on")) >= 1, 20, "the enabled one's push")
+        await on.stop()
+    finally:
+        await producer.stop()
+    assert not {"GetTelemetrySubscriptions", "PushTelemetry"} & set(sent), sent
+    assert recorder.pushes("tm-py-off") == []
+
+
+async def test_silent_without_subscription(broker: Any) -> None:
+    """On the session's broker (no metrics plugin, no subscription; Tansu and noida have no
+    telemetry API): at most one GetTelemetrySubscriptions per client, no push, nothing raised."""
+    sent: list[str] = []
+
+    class Requests:
+        def on_request_sent(self, node_id: Any, api_key: int, api_name: str, size: int) -> None:
+            sent.append(api_name)
+
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, hooks=[Requests()])
+    await producer.start()
+    try:
+        for _ in range(5):
+            await producer.send_and_wait(f"tm-none-{broker.kind}", b"x")
+    finally:
+        await producer.stop()
+    assert sent.count("GetTelemetrySubscriptions") <= 1, sent
+    assert "PushTelemetry" not in sent, sent
