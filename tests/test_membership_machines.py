@@ -440,3 +440,19 @@ def test_classic_transition_tables_cover_every_state() -> None:
     member = EagerMachine("g")
     with pytest.raises(Errors.IllegalStateError, match="UNJOINED cannot become STABLE"):
         member.sync_answered(0)
+
+
+def test_close_options_choose_the_leave() -> None:
+    """KIP-1092's group membership operation at stop(), as Java 4.4's CloseOptions."""
+    static = classic_member(EagerMachine)
+    static.instance_id = "i-1"
+    (leave,) = static.leave("stop", "leave_group")  # a static member leaves for good
+    assert isinstance(leave, Leave)
+    assert leave.request.members[0].group_instance_id == "i-1"
+    dynamic = classic_member(CooperativeMachine)
+    assert dynamic.leave("stop", "remain_in_group") == [] and dynamic.generation == -1
+    member = consumer_member(instance_id="i-2")
+    member.heartbeat(["a"], None)
+    member.answered(consumer_answer(3))
+    (gone,) = member.leave(operation="leave_group")
+    assert isinstance(gone, Leave) and gone.request.member_epoch == -1
