@@ -37,7 +37,7 @@ lower case; they are matched case-insensitively here too):
   (``kafka.sasl.kerberos.*``) are refused. Options that would break the data source's own offset handling
   (``auto.offset.reset``, ``enable.auto.commit``, (de)serializers, interceptors) are refused,
   as Spark does; ``kafka.group.id`` is accepted and unused (the data source never joins a
-  group nor commits, so the name has nothing to do).
+  group, so the name has nothing to do; see ``commitOffsetsToGroup``).
 
 An option name nobody knows is not an error (Spark ignores it too) but gets a warning naming the
 closest known option (:func:`option_warnings`; ``kafka.*`` names are checked against the
