@@ -26,7 +26,7 @@ pytest.importorskip(
 
 from aiokafka_lite import errors  # noqa: E402
 from aiokafka_lite.producer import AIOKafkaProducer  # noqa: E402
-from aiokafka_lite.spark._options import parse_options  # noqa: E402
+from aiokafka_lite.spark._options import option_warnings, parse_options  # noqa: E402
 from aiokafka_lite.structs import TopicPartition  # noqa: E402
 
 
@@ -484,6 +484,14 @@ def test_streaming_and_split_options_are_parsed():
             parse_options({**base, name: "0"})
     with pytest.raises(errors.IllegalArgumentError, match="must not be negative"):
         parse_options({**base, "fetchOffset.retryIntervalMs": "-1"})
+    assert opts.commit_group is None
+    assert parse_options({**base, "commitoffsetstogroup": " g1 "}).commit_group == "g1"
+    with pytest.raises(errors.IllegalArgumentError, match="commitOffsetsToGroup"):
+        parse_options({**base, "commitOffsetsToGroup": " "})
+    # as Spark's streaming-only options: a batch read warns that it has no effect
+    assert option_warnings({**base, "commitOffsetsToGroup": "g"}, streaming=False, read=True) == [
+        "commitOffsetsToGroup option ignored in batch queries"
+    ]
 
 
 def test_split_ranges_like_spark():
@@ -1099,3 +1107,87 @@ async def test_oauthbearer_client_credentials_through_spark(spark, broker, new_t
     expected = "Basic " + base64.b64encode(b"spark-app:s3cr%3Aet").decode()
     assert seen and all(auth == expected for auth, _ in seen)
     assert all(form == {"grant_type": "client_credentials", "scope": "kafka"} for _, form in seen)
+
+
+async def test_streaming_commits_offsets_to_group_for_monitoring(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """commitOffsetsToGroup: each committed micro-batch's end shows in the group (lag tools see
+    the query's progress); a restart resumes from the checkpoint whatever the group holds; a
+    group that refuses the commits (an active member) does not fail the query."""
+    from aiokafka_lite import sync
+    from aiokafka_lite.admin import AIOKafkaAdminClient
+    from aiokafka_lite.consumer import AIOKafkaConsumer
+
+    topic = await new_topic(partitions=2)
+    group = topic + "-monitor"
+    tps = [TopicPartition(topic, p) for p in range(2)]
+
+    async def produce(n: int, tag: bytes) -> None:
+        await _produce(
+            kafka_bootstrap, topic, [dict(value=tag + b"%d" % i, partition=i % 2) for i in range(n)]
+        )
+
+    async def group_offsets() -> dict[int, int]:
+        async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+            got = await admin.list_consumer_group_offsets(group, partitions=tps)
+        return {tp.partition: om.offset for tp, om in got.items() if om.offset >= 0}
+
+    batches: list[list[tuple[int, int]]] = []
+    group_at_batch: list[dict[int, int]] = []  # the group's offsets while each batch runs
+
+    def collect(batch_df: Any, batch_id: int) -> None:
+        rows = batch_df.select("partition", "offset").collect()
+        batches.append(sorted((r.partition, r.offset) for r in rows))
+        group_at_batch.append(sync.run(group_offsets(), timeout=30))
+
+    def run_query() -> list[tuple[int, int]]:
+        batches.clear()
+        group_at_batch.clear()
+        stream = (
+            spark.readStream.format("aiokafka_lite")
+            .option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "20")
+            .option("commitOffsetsToGroup", group)
+            .load()
+        )
+        query = (
+            stream.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120), "the availableNow query did not finish"
+        assert query.exception() is None
+        return sorted(x for b in batches for x in b)
+
+    await produce(50, b"a")
+    assert run_query() == sorted((p, o) for p in range(2) for o in range(25))
+    assert [len(b) for b in batches] == [20, 20, 10]
+    # while batch n runs, the group holds the end of batch n - 1; once the run ends, its last end
+    assert group_at_batch == [{}, {0: 10, 1: 10}, {0: 20, 1: 20}]
+    assert await group_offsets() == {0: 25, 1: 25}
+
+    # the group is not where a restart resumes: one partition set back, one set ahead
+    async with AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap) as admin:
+        await admin.alter_consumer_group_offsets(group, {tps[0]: 5, tps[1]: 27})
+        # an active member: the broker refuses commits from outside the group
+        async with AIOKafkaConsumer(
+            topic, bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False
+        ) as member:
+            await asyncio.wait_for(member.getmany(timeout_ms=0), 30)
+            deadline = time.monotonic() + 30
+            while not member.assignment():
+                assert time.monotonic() < deadline, "the member never got an assignment"
+                await member.getmany(timeout_ms=200)
+            await produce(6, b"b")
+            # nothing re-read, nothing skipped; the refused commits do not fail the query
+            assert run_query() == sorted((p, o) for p in range(2) for o in range(25, 28))
+            assert await group_offsets() == {0: 5, 1: 27}
+        (described,) = await admin.describe_consumer_groups([group])
+        assert described.groups[0][2] == "Empty"  # the member left: commits are accepted again
+    await produce(4, b"c")
+    assert run_query() == sorted((p, o) for p in range(2) for o in range(28, 30))
+    assert await group_offsets() == {0: 30, 1: 30}

@@ -36,6 +36,7 @@ __all__ = [
     "PlanningClient",
     "check_client_options",
     "client_kwargs",
+    "commit_to_group",
     "plan_batch",
     "report_data_loss",
     "split_ranges",
@@ -410,3 +411,19 @@ async def plan_batch(options: KafkaOptions) -> list[OffsetRange]:
         if end > start:
             ranges.append(OffsetRange(tp.topic, tp.partition, start, end))
     return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+
+
+async def commit_to_group(
+    options: KafkaOptions, group_id: str, offsets: dict[TopicPartition, int]
+) -> None:
+    """Commit ``offsets`` to ``group_id`` from outside the group (generation -1, no member:
+    what Kafka accepts for a group with no active members), for ``commitOffsetsToGroup``.
+
+    Raises the first partition's error (an active group answers UNKNOWN_MEMBER_ID)."""
+    async with PlanningClient(options) as pc:
+        codes = await offset_ops.commit_offsets(
+            pc.client, group_id, offsets, timeout_ms=_PLAN_TIMEOUT_S * 1000
+        )
+    for tp, code in sorted(codes.items()):
+        if code:
+            raise Errors.for_code(code)(f"OffsetCommit of {tp} to group {group_id!r}")

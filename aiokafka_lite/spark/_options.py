@@ -17,7 +17,9 @@ lower case; they are matched case-insensitively here too):
   admission), ``minPartitions`` / ``maxRecordsPerPartition`` (task splitting),
   ``includeHeaders``, ``failOnDataLoss``, ``kafkaConsumer.pollTimeoutMs``,
   ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs`` (planning retries);
-  ``groupIdPrefix`` is accepted and unused (no consumer group is ever joined).
+  ``groupIdPrefix`` is accepted and unused (no consumer group is ever joined);
+  ``commitOffsetsToGroup`` (streaming): commit each committed micro-batch's end offsets to this
+  consumer group, for lag monitoring only (the checkpoint stays the source of truth).
 * ``topic`` for writes (else a ``topic`` column per row).
 * ``kafka.<java.config.name>``: passed to the producer/consumer as the keyword argument of the
   same meaning (``kafka.compression.type`` -> ``compression_type``, ``kafka.batch.size`` ->
@@ -35,7 +37,7 @@ lower case; they are matched case-insensitively here too):
   (``kafka.sasl.kerberos.*``) are refused. Options that would break the data source's own offset handling
   (``auto.offset.reset``, ``enable.auto.commit``, (de)serializers, interceptors) are refused,
   as Spark does; ``kafka.group.id`` is accepted and unused (the data source never joins a
-  group nor commits, so the name has nothing to do).
+  group, so the name has nothing to do; see ``commitOffsetsToGroup``).
 
 An option name nobody knows is not an error (Spark ignores it too) but gets a warning naming the
 closest known option (:func:`option_warnings`; ``kafka.*`` names are checked against the
@@ -106,7 +108,8 @@ _CALLABLE_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 # (de)serializer reasons are Spark's words).
 _REFUSED = {
     "auto.offset.reset": ": set the source option startingOffsets (or endingOffsets) instead",
-    "enable.auto.commit": ": the data source never commits offsets to Kafka",
+    "enable.auto.commit": ": offsets live in the checkpoint (the source option "
+    "commitOffsetsToGroup copies them to a group for monitoring)",
     "key.serializer": " as keys are serialized with ByteArraySerializer.",
     "value.serializer": " as value are serialized with ByteArraySerializer.",
     "key.deserializer": " as keys are deserialized as byte arrays with ByteArrayDeserializer. "
@@ -150,6 +153,7 @@ KNOWN_OPTIONS = (
     "minPartitions",
     "maxRecordsPerPartition",
     "groupIdPrefix",
+    "commitOffsetsToGroup",
     "includeHeaders",
     "topic",
     "bootstrap.servers",
@@ -159,7 +163,12 @@ KNOWN_OPTIONS = (
 )
 _KNOWN_LOWER = {n.lower(): n for n in KNOWN_OPTIONS}
 #: Streaming-only options Spark's connector ignores, with a warning, in batch reads.
-_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_STREAM_ONLY = (
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "commitOffsetsToGroup",
+)
 # ``LoginModule required username="u" password="p";`` (single or double quotes)
 _JAAS_MODULE = re.compile(
     r"^\s*[\w.$]+\s+(required|requisite|sufficient|optional)\b(.*?);?\s*$", re.S
@@ -455,6 +464,9 @@ class KafkaOptions:
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
     topic: str | None = None
+    #: ``commitOffsetsToGroup``: the consumer group a streaming read copies its committed
+    #: micro-batch ends to (monitoring only; None: no group is touched).
+    commit_group: str | None = None
 
     @property
     def read_committed(self) -> bool:
@@ -539,6 +551,9 @@ def parse_options(
     poll = _positive_int(opts, "kafkaconsumer.polltimeoutms")
     delay = opts.get("maxtriggerdelay")
     interval = _positive_int(opts, "fetchoffset.retryintervalms", allow_zero=True)
+    commit_group = opts.get("commitoffsetstogroup")
+    if commit_group is not None and not commit_group.strip():
+        raise IllegalArgumentError("commitOffsetsToGroup: expected a consumer group id, got ''")
     return KafkaOptions(
         bootstrap_servers=bootstrap,
         client=_client_options(opts),
@@ -561,4 +576,5 @@ def parse_options(
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         poll_timeout_ms=poll or 120_000,
         topic=opts.get("topic"),
+        commit_group=commit_group.strip() if commit_group is not None else None,
     )

@@ -57,6 +57,7 @@ from aiokafka_lite.spark._offsets import (
     OffsetRange,
     PlanningClient,
     check_client_options,
+    commit_to_group,
     plan_batch,
     report_data_loss,
     split_ranges,
@@ -77,6 +78,9 @@ options_log = logging.getLogger("aiokafka_lite.spark")
 
 #: Upper bound for one driver-side planning call (metadata + offsets).
 PLAN_TIMEOUT_S = 60.0
+
+#: Upper bound for one ``commitOffsetsToGroup`` commit (a failure is a warning, never fatal).
+GROUP_COMMIT_TIMEOUT_S = 40.0
 
 #: Streaming offsets as Spark checkpoints them: ``{"topic": {"0": 42}}``.
 JsonOffsets = dict[str, dict[str, int]]
@@ -224,6 +228,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._log_starts: dict[TopicPartition, int] = {}
         self._last_trigger_ms = float("-inf")
         self._clock = time.monotonic  # seconds; for maxTriggerDelay
+        self._group_failing = False  # commitOffsetsToGroup: inside a failure episode
+        self._group_committed: JsonOffsets | None = None  # ... and the last end committed
+        self._initial: JsonOffsets | None = None  # what initialOffset() answered, if called
 
     def _bounds(self) -> dict[TopicPartition, tuple[int, int]]:
         """``{tp: (log start, end)}`` of every partition the options name, right now."""
@@ -261,7 +268,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     tps, self.options.starting, bounds, default=EARLIEST, starting=True
                 )
 
-        return _to_json(sync.run(resolve(), timeout=PLAN_TIMEOUT_S))
+        self._initial = _to_json(sync.run(resolve(), timeout=PLAN_TIMEOUT_S))
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``.
@@ -298,7 +306,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         disappeared, or whose end is now below ``start`` (deleted and re-created), is data
         loss: the query fails unless ``failOnDataLoss`` is false (then a deleted partition is
         dropped and a re-created one is read from its log start).
+
+        With ``commitOffsetsToGroup``, ``start`` (unless it is the initial offset) is the end of
+        the micro-batch Spark last wrote to its commit log: it is committed to the group here,
+        as Spark calls :meth:`commit` for a batch only once it plans the next one
+        (so an idle or an availableNow query would leave its last batch out of the group).
         """
+        if start != self._initial:
+            self._commit_to_group(start)
         begin = _from_json(start)
         bounds = self._checked_bounds(begin)
         self._log_starts = {tp: lo for tp, (lo, _) in bounds.items()}
@@ -419,7 +434,42 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._available
 
     def commit(self, end: JsonOffsets) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, never in a Kafka group."""
+        """Spark made the micro-batch ending at ``end`` durable in its checkpoint: with
+        ``commitOffsetsToGroup``, copy ``end`` to that consumer group (else nothing to do)."""
+        self._commit_to_group(end)
+
+    def _commit_to_group(self, end: JsonOffsets) -> None:
+        """``commitOffsetsToGroup``: commit ``end`` (a micro-batch end in Spark's commit log) to
+        the group, unless it is the last one committed.
+
+        The group is for monitoring (lag tools) only: the checkpoint stays the source of truth.
+        A failed commit never fails the query: the first failure of an episode is logged as a
+        warning (later ones at debug level), and the next success ends the episode.
+        """
+        group = self.options.commit_group
+        if group is None or end == self._group_committed:
+            return
+        try:
+            sync.run(
+                commit_to_group(self.options, group, _from_json(end)),
+                timeout=GROUP_COMMIT_TIMEOUT_S,
+            )
+        except Exception as exc:  # noqa: BLE001 - monitoring only; CancelledError propagates
+            if not self._group_failing:
+                self._group_failing = True
+                options_log.warning(
+                    "aiokafka_lite: could not commit offsets to group %r (the query goes on; "
+                    "its checkpoint is not affected; logged once until a commit succeeds): %r",
+                    group,
+                    exc,
+                )
+            else:
+                log.debug("aiokafka_lite: commit to group %r failed again: %r", group, exc)
+            return
+        self._group_committed = end
+        if self._group_failing:
+            self._group_failing = False
+            options_log.info("aiokafka_lite: commits to group %r succeed again", group)
 
     def stop(self) -> None:
         """Nothing to release: clients exist only inside calls."""
