@@ -30,12 +30,7 @@ PENDING = {
     ("aiokafka_lite/producer/producer.py", "_request_timeout_ms"): "aiokafka's name (kstreams)",
 }
 #: modules whose reads are not moved to Timeouts yet, with the reason
-PENDING_MODULES = {
-    "aiokafka_lite/consumer/group.py": "the group coordinators keep their own copy (issue 31)",
-    "aiokafka_lite/consumer/group848.py": "the group coordinators keep their own copy",
-    "aiokafka_lite/consumer/classic.py": "the group coordinators keep their own copy",
-    "aiokafka_lite/consumer/offsets.py": "the group coordinators keep their own copy",
-}
+PENDING_MODULES: dict[str, str] = {}
 _NAMES = {"request_timeout_ms", "_request_timeout_ms"}
 
 

@@ -58,7 +58,6 @@ class ClassicExchanges:
         session_timeout_ms: int,
         rebalance_timeout_ms: int,
         heartbeat_interval_ms: int,
-        request_timeout_ms: int,
         retry_backoff_ms: int,
         wake: Callable[[], None],
     ) -> None:
@@ -69,7 +68,7 @@ class ClassicExchanges:
         self._session_timeout_ms = session_timeout_ms
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._heartbeat_interval = heartbeat_interval_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
+        self._timeouts = client.timeouts
         self._backoff = retry_backoff_ms / 1000
         self._wake = wake
         #: the leader's view of the last assignment it made: every member's topics, and the
@@ -94,7 +93,7 @@ class ClassicExchanges:
                 node,
                 request,
                 group=conn_group,
-                timeout_ms=timeout_ms or self._request_timeout_ms,
+                timeout_ms=timeout_ms or self._timeouts.request_ms,
             )
         except (Errors.KafkaConnectionError, Errors.NodeNotReadyError):
             self.forget_coordinator()
@@ -192,7 +191,7 @@ class ClassicExchanges:
             client.add_topics(sorted(all_topics))
             fut = client.request_update()
             with contextlib.suppress(Errors.KafkaError, asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(fut), self._request_timeout_ms / 1000)
+                await asyncio.wait_for(asyncio.shield(fut), self._timeouts.retry_ms / 1000)
         # the leader rejoins when these partition counts change (not when its own metadata
         # first learns a topic: that is what made every static restart rebalance)
         self.snapshot = {t: len(client.cluster.partitions_for_topic(t) or ()) for t in all_topics}
@@ -258,7 +257,7 @@ class ClassicExchanges:
         for action in self.machine.leave(reason, operation):
             if isinstance(action, Leave):
                 if timeout is None:
-                    timeout = self._request_timeout_ms / 1000
+                    timeout = self._timeouts.retry_ms / 1000
                 if timeout > 0:
                     await send_leave(
                         self.client, self.machine.group_id, action.request, timeout, action.what

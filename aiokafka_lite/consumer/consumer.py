@@ -189,7 +189,6 @@ class AIOKafkaConsumer:
             heartbeat_interval_ms=heartbeat_interval_ms,
             max_poll_interval_ms=max_poll_interval_ms,
             retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
             enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms,
             exclude_internal_topics=exclude_internal_topics,

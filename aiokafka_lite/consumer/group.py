@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._supervise import Supervisor
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import HookSet
 from aiokafka_lite.membership import Action, Fatal, Rejoin, Revoke
@@ -63,7 +63,6 @@ class ClassicCoordinator:
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
         retry_backoff_ms: int = 100,
-        request_timeout_ms: int = 40000,
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
         exclude_internal_topics: bool = True,
@@ -92,7 +91,7 @@ class ClassicCoordinator:
         self._heartbeat_interval = heartbeat_interval_ms / 1000
         self._max_poll_interval = max_poll_interval_ms / 1000
         self._backoff = retry_backoff_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
+        self._timeouts = client.timeouts  # stop()'s budget: retry_ms
         self._exclude_internal = exclude_internal_topics
         #: commits, committed offsets, auto commit (a component shared with KIP-848)
         self.offsets = GroupOffsets(
@@ -102,7 +101,6 @@ class ClassicCoordinator:
             group_id=group_id,
             group_instance_id=group_instance_id,
             retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
             enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms,
             isolation_level=isolation_level,
@@ -119,7 +117,7 @@ class ClassicCoordinator:
         # (over every member's topics) and without a group; None = a follower, whose leader
         # watches metadata for the group (Java's assignmentSnapshot)
         self._metadata_snapshot: dict[str, int] | None = None
-        self._last_poll = time.monotonic()
+        self._last_poll = loop_time()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._hb_task: asyncio.Task[None] | None = None
@@ -133,7 +131,6 @@ class ClassicCoordinator:
             session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms,
-            request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             wake=self._wake.set,
         )
@@ -231,12 +228,12 @@ class ClassicCoordinator:
         # silent coordinator. The commit (no silent loss) may use all of it; the leave then
         # gets what is left (see _leave_budget).
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
+        deadline = loop.time() + self._timeouts.retry_ms / 1000
         tasks = [t for t in (self._task, self._hb_task) if t is not None]
         for t in tasks:
             t.cancel()
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
-            await asyncio.wait(tasks, timeout=min(5.0, self._request_timeout_ms / 1000))
+            await asyncio.wait(tasks, timeout=min(5.0, self._timeouts.retry_ms / 1000))
         if self._auto_commit:
             try:
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
@@ -270,7 +267,7 @@ class ClassicCoordinator:
     def poll(self) -> None:
         """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
         fatal group error if one happened."""
-        self._last_poll = time.monotonic()
+        self._last_poll = loop_time()
         if self._machine.polled():
             self._wake.set()
         if self.fatal is not None:
@@ -550,7 +547,7 @@ class ClassicCoordinator:
             await self._ex.heartbeat_due()
             if not self.uses_group or not machine.heartbeat_due(self._reconcile.revoking):
                 continue
-            if time.monotonic() - self._last_poll > self._max_poll_interval:
+            if loop_time() - self._last_poll > self._max_poll_interval:
                 await self._poll_timed_out()
                 continue
             actions = await self._ex.heartbeat()

@@ -84,7 +84,6 @@ class ConsumerGroupMember:
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
         retry_backoff_ms: int = 100,
-        request_timeout_ms: int = 40000,
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
         exclude_internal_topics: bool = True,
@@ -98,7 +97,7 @@ class ConsumerGroupMember:
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self._backoff = retry_backoff_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
+        self._timeouts = client.timeouts  # stop()'s and a commit retry's budget: retry_ms
         self._exclude_internal = exclude_internal_topics
         sup = supervisor or Supervisor("consumer", retry_backoff_ms, log)
         self._g_main = sup.guard("group coordination", log)
@@ -131,7 +130,6 @@ class ConsumerGroupMember:
             group_id=group_id,
             group_instance_id=group_instance_id,
             retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
             enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms,
             isolation_level=isolation_level,
@@ -230,10 +228,10 @@ class ConsumerGroupMember:
         self._client.cluster.remove_listener(self._on_metadata)
         self._subs.remove_waker(self._wake.set)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
+        deadline = loop.time() + self._timeouts.retry_ms / 1000
         if self._task is not None:
             self._task.cancel()
-            await asyncio.wait([self._task], timeout=min(5.0, self._request_timeout_ms / 1000))
+            await asyncio.wait([self._task], timeout=min(5.0, self._timeouts.retry_ms / 1000))
         if self.offsets.auto_commit:
             try:
                 await asyncio.wait_for(self._commit_positions(), deadline - loop.time())
@@ -372,7 +370,7 @@ class ConsumerGroupMember:
         """``call()``, again after the next heartbeat answer while it fails for a stale member
         epoch (until request_timeout_ms; not once closed or out of the group)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout_ms / 1000
+        deadline = loop.time() + self._timeouts.retry_ms / 1000
         answered = self.shell.answered
         while True:
             answered.clear()

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.hooks import emit
 from aiokafka_lite.ops import ItemError
@@ -95,7 +96,6 @@ class GroupOffsets:
         group_id: str | None,
         group_instance_id: str | None,
         retry_backoff_ms: int,
-        request_timeout_ms: int,
         enable_auto_commit: bool,
         auto_commit_interval_ms: int,
         isolation_level: str,
@@ -107,12 +107,13 @@ class GroupOffsets:
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self._backoff = retry_backoff_ms / 1000
-        self._request_timeout_ms = request_timeout_ms
+        #: a commit's or a fetch's budget with its retries: timeouts.retry_ms
+        self._timeouts = client.timeouts
         self._require_stable = isolation_level == "read_committed"
         #: enable_auto_commit with a group
         self.auto_commit = enable_auto_commit and group_id is not None
         self.auto_commit_interval = auto_commit_interval_ms / 1000
-        self.next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self.next_auto_commit = loop_time() + self.auto_commit_interval
         #: the offset last committed (or fetched) per partition: auto commit skips those
         self.last_committed: dict[TopicPartition, int] = {}
         #: set while commit_through() commits for a stopped consumer, from outside the group
@@ -126,16 +127,17 @@ class GroupOffsets:
 
     def auto_commit_due(self) -> bool:
         """True (and the next one scheduled) when the automatic commit is due now."""
-        if not self.auto_commit or time.monotonic() < self.next_auto_commit:
+        now = loop_time()
+        if not self.auto_commit or now < self.next_auto_commit:
             return False
-        self.next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self.next_auto_commit = now + self.auto_commit_interval
         return True
 
     def until_auto_commit(self, cap: float) -> float:
         """Seconds until the next automatic commit (at most ``cap``)."""
         if not self.auto_commit or not self._subs.assignment:
             return cap
-        return max(0.0, min(cap, self.next_auto_commit - time.monotonic()))
+        return max(0.0, min(cap, self.next_auto_commit - loop_time()))
 
     async def commit_through(
         self, client: Any, offsets: Mapping[TopicPartition, OffsetAndMetadata]
@@ -260,7 +262,7 @@ class GroupOffsets:
             0,
             request,
             error_of,
-            timeout_ms=self._request_timeout_ms,
+            timeout_ms=self._timeouts.retry_ms,
             backoff_ms=self._backoff * 1000,
             what="OffsetCommit",
             on_error=self._commit_action,
@@ -321,7 +323,7 @@ class GroupOffsets:
             0,
             request,
             error_of,
-            timeout_ms=self._request_timeout_ms,
+            timeout_ms=self._timeouts.retry_ms,
             backoff_ms=self._backoff * 1000,
             what="OffsetFetch",
             failure=failure,

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._supervise import Supervisor
+from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.errors import RetryAction, retry_action
 from aiokafka_lite.ops._exec import coordinator_call
@@ -113,7 +113,7 @@ class MemberShell:
         #: set by every heartbeat answered without error (cleared by who waits for the next)
         self.answered = asyncio.Event()
         self._max_poll_s = max_poll_interval_ms / 1000
-        self._last_poll = time.monotonic()
+        self._last_poll = 0.0  # (loop time) set by start() and by every poll
         #: the component's unexpected background errors (one rule: ``_supervise``)
         self.supervisor = supervisor
         self._guard = supervisor.guard("heartbeat", logger)
@@ -178,7 +178,7 @@ class MemberShell:
     def polled(self) -> None:
         """The application polled: the max poll interval starts again; a member that left
         for lack of polls joins again (epoch 0), as Java's."""
-        self._last_poll = time.monotonic()
+        self._last_poll = loop_time()
         if self.machine.polled():
             self._log.info("group %s: polled again, joining", self.group_id)
             self._wake.set()
@@ -188,6 +188,7 @@ class MemberShell:
     def start(self) -> None:
         """Start heartbeating (joining first) as soon as something is subscribed."""
         self._active = True
+        self._last_poll = loop_time()
         if self.machine.subscribed:
             self._ensure_running()
 
@@ -215,7 +216,7 @@ class MemberShell:
                 await self._wake.wait()
                 continue
             machine.join()
-            if time.monotonic() - self._last_poll > self._max_poll_s and machine.epoch > 0:
+            if loop_time() - self._last_poll > self._max_poll_s and machine.epoch > 0:
                 self._log.warning(
                     "group %s: no poll for max_poll_interval_ms (%.0f s): leaving the group "
                     "until the next poll (poll more often, or raise max_poll_interval_ms)",
@@ -251,7 +252,7 @@ class MemberShell:
             self._wake.clear()
             if machine.subscription_unsent:
                 continue  # the subscription changed while the heartbeat was out
-            until_poll_timeout = self._last_poll + self._max_poll_s - time.monotonic()
+            until_poll_timeout = self._last_poll + self._max_poll_s - loop_time()
             await self._wait_wake(max(0.0, min(pause, until_poll_timeout)))
 
     async def _send(self, send: Send, interval_s: float) -> Any:
