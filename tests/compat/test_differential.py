@@ -38,6 +38,10 @@ def _scenario_names() -> list[str]:
 #: (scenario, observation path) -> why aiokafka_lite deliberately differs there.  Each entry is a
 #: row of the README's "Differences from aiokafka" table; a difference at any other path fails.
 DOCUMENTED_DIFFERENCES: dict[tuple[str, str], str] = {
+    ("producer_fenced", "/p1_after_fence/raised"): (
+        "a zombie's send() meets INVALID_PRODUCER_EPOCH: InvalidProducerEpoch, a ProducerFenced "
+        "subclass, abortable as in the Java client 4.4 (KIP-1050; aiokafka: ProducerFenced)"
+    ),
     ("producer_errors", "/no_value_no_key"): (
         "send() with neither key nor value sends a record with null key and value "
         "(aiokafka: AssertionError)"
