@@ -355,24 +355,24 @@ _APACHE_848_JAVA_MODULES = ("test_group848_java_corners", "test_txn_errors", "te
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 #: the order xdist hands groups out in (Makefile: --no-loadscope-reorder), longest first: each
 #: worker gets two at the start, then one more whenever it runs short (seconds measured in a
-#: whole-suite run on a 2-core machine, 2026-11-28 07:00, in the comments)
+#: whole-suite run on a 2-core machine, 2026-11-28 10:00, in the comments)
 _FIRST = (
-    "apache-spark",  # 726
-    "apache-interop",  # 564
-    "apache",  # 551
-    "apache-cluster",  # 540
-    "tansu-b",  # 492
-    "apache-groups",  # 406
-    "tansu",  # 400
-    "apache-share-java",  # 350
-    "noida-spark",  # 268
-    "apache-b",  # 246
-    "noida",  # 209
-    "noida-b",  # 204
-    "tansu-spark",  # 155
-    "no-broker",  # 133
-    "apache-848-java",  # 91
-    "apache-gssapi",  # 2
+    "apache-interop",  # 709
+    "apache-spark",  # 702
+    "apache",  # 538
+    "apache-cluster",  # 507
+    "apache-groups",  # 419
+    "tansu",  # 381
+    "tansu-b",  # 347
+    "apache-share-java",  # 340
+    "noida",  # 165
+    "noida-spark",  # 148
+    "tansu-spark",  # 139
+    "noida-b",  # 134
+    "apache-b",  # 122
+    "apache-848-java",  # 110
+    "no-broker",  # 89
+    "apache-gssapi",  # 3
 )
 
 
