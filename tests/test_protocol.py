@@ -417,3 +417,21 @@ def test_unknown_version_is_a_clear_error() -> None:
 def test_unknown_field_name_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="no field"):
         m.MetadataRequest(topicz=[])
+
+
+def test_request_variants_decode_into_their_own_class():
+    """The TXN_V2 / BY_ID variants of a request class keep codec caches of their own: a
+    variant's decoder built first no longer makes the base class decode into the variant (the
+    whole-suite failure of the round trip above, after the fault proxy had decoded Produce)."""
+    from aiokafka_lite.protocol import messages as m
+
+    base = m.ProduceRequest
+    obj = base(transactional_id=None, acks=1, timeout_ms=5, topic_data=[])
+    frame = bytes(encode_request(obj, 11, 42, "client"))
+    *_, pos = _strip_request_header(frame)
+    pos += 1  # Produce v11 is flexible: the header's empty tagged fields
+    for cls in (base.BY_ID, base.TXN_V2.BY_ID, base):
+        if cls.MIN_VERSION <= 11 <= cls.MAX_VERSION:
+            decoded, _ = cls.decoder(11)(frame, pos)
+            assert type(decoded) is cls
+    assert base.decoder(11)(frame, pos)[0] == obj

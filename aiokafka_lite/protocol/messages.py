@@ -95,7 +95,7 @@ def _build_api(spec: ApiSpec) -> None:
     v2 = TXN_V2_VERSIONS.get(spec.name)
     if v2 is not None:
         assert spec.valid[0] <= v2 <= spec.valid[1], spec.name
-        variant = type(req.__name__, (req,), {"__slots__": ()})
+        variant = type(req.__name__, (req,), _variant_namespace())
         variant.MIN_VERSION = variant.MAX_VERSION = v2  # type: ignore[attr-defined]
         variant.__qualname__ = f"{req.__name__}.TXN_V2"
         req.TXN_V2 = variant  # type: ignore[attr-defined]
@@ -107,7 +107,7 @@ def _build_api(spec: ApiSpec) -> None:
         for base, label in bases:
             if base is None or (base is req and spec.name in _BY_ID_TXN_V2_ONLY):
                 continue
-            ids: Any = type(req.__name__, (base,), {"__slots__": ()})
+            ids: Any = type(req.__name__, (base,), _variant_namespace())
             ids.MIN_VERSION, ids.MAX_VERSION = base.MIN_VERSION, by_id
             ids.__qualname__ = f"{req.__name__}.{label}"
             ids.BY_ID = None
@@ -117,6 +117,13 @@ def _build_api(spec: ApiSpec) -> None:
     _exports[spec.response.name] = resp
     _collect_names(req)
     _collect_names(resp)
+
+
+def _variant_namespace() -> dict[str, Any]:
+    """A request class variant's own (empty) codec caches: a decoder builds instances of the
+    class it was compiled for, so a variant sharing its base's cache made the base decode into
+    the variant (or the other way round), whichever decoded a version first."""
+    return {"__slots__": (), "_encoders": {}, "_decoders": {}}
 
 
 def _build_data(spec: DataSpec) -> None:
