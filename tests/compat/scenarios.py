@@ -341,8 +341,12 @@ async def consumer_rebalance_listener(ctx: Any) -> Any:
     c2 = AIOKafkaConsumer(bootstrap_servers=ctx.bootstrap, group_id=group, **GROUP_TIMING)
     c2.subscribe([topic], listener=_Recorder(ev2, "c2"))
     started = asyncio.ensure_future(c2.start())
-    # c1 must poll to take part in the rebalance (aiokafka runs it in the background anyway)
-    ok = await ctx.wait_for(lambda: started.done() and len(c1.assignment()) == 2, 40)
+    # c1 must poll to take part in the rebalance (aiokafka runs it in the background anyway);
+    # done once its listener heard the new assignment too (aiokafka shows assignment() a moment
+    # before it calls on_partitions_assigned: a snapshot in between differed by timing only)
+    ok = await ctx.wait_for(
+        lambda: started.done() and len(c1.assignment()) == 2 and ev1[-1][1] == "assigned", 40
+    )
     await started
     out["balanced"] = ok
     out["sizes"] = sorted([len(c1.assignment()), len(c2.assignment())])
