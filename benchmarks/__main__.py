@@ -246,7 +246,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--only",
         default=",".join(SCENARIOS),
         help="comma list of: " + ", ".join(SCENARIOS) + ", rebalance (on its own: "
-        "benchmarks/bench_rebalance.py)",
+        "benchmarks/bench_rebalance.py), spark (on its own: benchmarks/bench_spark.py: Spark "
+        "reads and writes against Spark's kafka format, on Apache Kafka)",
     )
     p.add_argument("--clients", default=",".join(CLIENTS), help="default: %(default)s")
     p.add_argument("--rounds", type=int, default=3, help="default: %(default)s")
@@ -291,6 +292,15 @@ def main(argv: list[str] | None = None) -> int:
         status = bench_rebalance.run(extra)
         if status or not names:
             return status
+    if "spark" in names:  # its own module: a Spark session beside Spark's own connector
+        from benchmarks import bench_spark
+
+        names.remove("spark")
+        extra = ["--rounds", str(args.rounds)]
+        extra += ["--bootstrap", args.bootstrap] if args.bootstrap else []
+        bench_spark.main(extra)
+        if not names:
+            return 0
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}", file=sys.stderr)

@@ -219,7 +219,9 @@ def cluster_scaling(bootstrap: str, n: int, parts: int, rounds: int) -> None:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Spark's read and write through aiokafka_lite's data source against Spark's own
+    ``kafka`` format (``argv``: this module's options; the command line when None)."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -235,7 +237,7 @@ def main() -> None:
         action="store_true",
         help="aiokafka_lite only, on a standalone cluster of 1 then 2 one-core workers",
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     n, parts = args.records, args.partitions
 
     from aiokafka_lite.launchers.spark_reference import (
