@@ -65,6 +65,15 @@ class ConsumerProtocolMemberMetadata(NamedTuple):
     generation_id: int = -1
     rack_id: str | None = None
 
+    def with_owned(
+        self, owned: list[tuple[str, list[int]]], generation_id: int
+    ) -> ConsumerProtocolMemberMetadata:
+        """This subscription carrying the member's owned partitions and generation (KIP-429),
+        where its version has those fields (v1+); unchanged below."""
+        if self.version < 1:
+            return self
+        return self._replace(owned_partitions=owned, generation_id=generation_id)
+
 
 class ConsumerProtocolMemberAssignment(NamedTuple):
     """A member's assignment as carried in SyncGroup (ConsumerProtocolAssignment)."""

@@ -108,15 +108,13 @@ class ClassicExchanges:
         """The member's subscription for ``assignor`` (owned partitions and generation for
         KIP-429 assignors)."""
         meta = assignor.metadata(topics)
-        if isinstance(meta, ConsumerProtocolMemberMetadata) and meta.version >= 1:
+        if isinstance(meta, ConsumerProtocolMemberMetadata):
             # as Java's coordinator: the partitions this member really owns now (none after
             # an eager revocation), with its generation (KIP-429's cooperative assignor)
             owned: dict[str, list[int]] = {}
             for tp in sorted(self._subs.assignment):
                 owned.setdefault(tp.topic, []).append(tp.partition)
-            meta = meta._replace(
-                owned_partitions=list(owned.items()), generation_id=self.machine.generation
-            )
+            meta = meta.with_owned(list(owned.items()), self.machine.generation)
         return encode_subscription(meta)
 
     async def join(self, topics: frozenset[str]) -> Any:

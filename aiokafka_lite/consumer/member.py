@@ -71,9 +71,7 @@ async def call_listener(fn: Any, partitions: set[TopicPartition]) -> None:
         res = fn(partitions)
         if inspect.isawaitable(res):
             await res
-    except asyncio.CancelledError:
-        raise
-    except Exception:
+    except Exception:  # not CancelledError (a BaseException): it propagates
         log.exception("rebalance listener %r failed", fn)
 
 

@@ -235,9 +235,7 @@ class TelemetryPusher:
             return
         try:
             await asyncio.wait_for(self._push(sub, terminating=True), timeout_s)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # telemetry never fails the application
+        except Exception as exc:  # not CancelledError (a BaseException): it propagates  # telemetry never fails the application
             log.debug("the terminating telemetry push failed: %r", exc)
 
     async def _run(self) -> None:
@@ -253,8 +251,6 @@ class TelemetryPusher:
                 await asyncio.sleep(pause_ms / 1000)
             try:
                 step = await self._step()
-            except asyncio.CancelledError:
-                raise
             except Errors.UnsupportedVersionError:
                 return
             except Exception as exc:  # never the application's problem
