@@ -163,25 +163,32 @@ async def test_pushes_beside_java(recorder: _Recorder) -> None:
         after = recorder.pushes(cid)
         assert after[-1]["terminating"], f"{cid}: no terminating push at stop()"
         assert len({p["instance"] for p in after}) == 1, cid  # one client instance id
-    # the Java clients, same subscription, same broker: a producer sending for 4 s, a group
-    # consumer polling for 6 s (each lives several push intervals)
-    flood = java_oracle.KipScript("flood-producer", bootstrap, topic, run_ms=4000, interval_ms=5)
+    # the Java clients, same subscription, same broker: a producer and a group consumer, each
+    # kept running until the broker has their pushes (readiness: JVM starts and a group join
+    # crawl on a busy machine, so their lifetime is not a fixed few seconds), then closed
+    props = recorder.path.parent / "java-consumer.properties"
+    props.write_text("client.id=tm-java-consumer\n")
+    flood = java_oracle.KipScript("flood-producer", bootstrap, topic, run_ms=120_000, interval_ms=5)
+    member = java_oracle.GroupMember(bootstrap, topic, f"gj-{topic}", run_ms=120_000)
+    member.args += ["--client-properties", str(props)]
     flood.start()
+    member.start()
     try:
-        java_oracle.consume(
-            bootstrap,
-            topic,
-            group=f"gj-{topic}",
-            timeout_ms=6000,
-            client_properties={"client.id": "tm-java-consumer"},
-        )
-        await _wait(
-            lambda: recorder.pushes(JAVA_PRODUCER) and recorder.pushes("tm-java-consumer"),
-            20,
-            "pushes from the Java clients",
-        )
+        try:
+            await _wait(
+                lambda: (
+                    len(recorder.pushes(JAVA_PRODUCER)) >= 2
+                    and len(recorder.pushes("tm-java-consumer")) >= 2
+                ),
+                90,
+                "two pushes from each Java client",
+            )
+        except AssertionError as e:
+            seen = [len(recorder.pushes(c)) for c in (JAVA_PRODUCER, "tm-java-consumer")]
+            raise AssertionError(f"{e} (producer {seen[0]}, consumer {seen[1]})") from None
     finally:
         flood.stop(check=False)
+        member.stop(check=False)
     report = []
     for role in ("producer", "consumer"):
         ours = _names(recorder.pushes(f"tm-py-{role}"))
