@@ -2,8 +2,8 @@
 ``close(CloseOptions.groupMembershipOperation(...))``, seen from the broker.
 
 After each member's stop the group is described (ConsumerGroupDescribe for the KIP-848 protocol,
-DescribeGroups for the classic one): is the member still in the group, with its partitions? For
-the KIP-848 protocol the Java 4.4 consumer runs the same cases on the same broker and must agree.
+DescribeGroups for the classic one): is the member still in the group, with its partitions? The
+Java 4.4 consumer runs the same cases under both protocols on the same broker and must agree.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class _JavaMember(GroupMember):
                 self.args += [f"--{name.replace('_', '-')}", str(value)]
 
 
-async def _java(bootstrap: str, topic: str, static: bool, operation: str) -> bool:
+async def _java(bootstrap: str, topic: str, protocol: str, static: bool, operation: str) -> bool:
     group = f"co-java-{uuid.uuid4().hex[:8]}"
     member = _JavaMember(
         bootstrap,
@@ -120,24 +120,29 @@ async def _java(bootstrap: str, topic: str, static: bool, operation: str) -> boo
         topic,
         instance_id="static-1" if static else None,
         close_operation=operation,
+        group_protocol=protocol,
     ).start()
     try:
         await asyncio.to_thread(member.wait_for, lambda mb: bool(mb.assigned()), WAIT_S)
     finally:
         await asyncio.to_thread(member.stop)
-    return len(await _describe(bootstrap, group, "consumer")) == 1
+    return len(await _describe(bootstrap, group, protocol)) == 1
 
 
-async def test_close_options_beside_java(broker: Any, new_topic: Any) -> None:
-    """The KIP-848 cases on Java 4.4's consumer: the broker's view after its close() matches
-    ours (same table)."""
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_close_options_beside_java(broker: Any, new_topic: Any, protocol: str) -> None:
+    """Each case on Java 4.4's consumer (``group.protocol`` classic or consumer): the broker's
+    view after its close() matches ours (same table)."""
     broker.skip_on("tansu", "noida", reason="the Java comparison runs on Apache Kafka")
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
     topic = await new_topic(partitions=2)
-    java = await asyncio.gather(*(_java(broker.bootstrap, topic, s, op) for s, op, _ in CASES_848))
-    ours = await asyncio.gather(
-        *(_ours(broker.bootstrap, topic, "consumer", s, op) for s, op, _ in CASES_848)
+    cases = CASES if protocol == "classic" else CASES_848
+    java = await asyncio.gather(
+        *(_java(broker.bootstrap, topic, protocol, s, op) for s, op, _ in cases)
     )
-    assert java == ours == [st for _, _, st in CASES_848], list(zip(CASES_848, java, ours))
+    ours = await asyncio.gather(
+        *(_ours(broker.bootstrap, topic, protocol, s, op) for s, op, _ in cases)
+    )
+    assert java == ours == [st for _, _, st in cases], list(zip(cases, java, ours))

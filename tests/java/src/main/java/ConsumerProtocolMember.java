@@ -37,7 +37,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * <pre>group-member-consumer --bootstrap H:P (--topic T | --pattern P | --subscription-pattern P) --group G
  *     [--remote-assignor NAME] [--run-ms N] [--from beginning|latest] [--instance-id ID]
  *     [--close-operation default|leave_group|remain_in_group (KIP-1092)]
- *     [--revoke-sleep-ms N] [--max-poll-records N] [--auto-commit true|false] [--close-ms N]</pre>
+ *     [--revoke-sleep-ms N] [--max-poll-records N] [--auto-commit true|false] [--close-ms N]
+ *     [--group-protocol consumer|classic (default consumer: the KIP-1092 close cases run on both)]</pre>
  */
 final class ConsumerProtocolMember {
     private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
@@ -51,6 +52,7 @@ final class ConsumerProtocolMember {
         long runMs = 120000, revokeSleepMs = 0, closeMs = 10000;
         // KIP-1092: CloseOptions.GroupMembershipOperation (DEFAULT, LEAVE_GROUP, REMAIN_IN_GROUP)
         String closeOperation = "DEFAULT";
+        String groupProtocol = "consumer";
         for (int i = 1; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -68,6 +70,7 @@ final class ConsumerProtocolMember {
                 case "--auto-commit" -> autoCommit = Boolean.parseBoolean(value);
                 case "--close-ms" -> closeMs = Long.parseLong(value);
                 case "--close-operation" -> closeOperation = value;
+                case "--group-protocol" -> groupProtocol = value;
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
@@ -80,7 +83,7 @@ final class ConsumerProtocolMember {
         config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         config.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafka-oracle-consumer-protocol");
         config.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        config.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        config.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, groupProtocol);
         config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, Boolean.toString(autoCommit));
         if (instanceId != null) {
             config.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
