@@ -9,6 +9,7 @@ consumer group and transactions run on 3.9 too (version negotiation picks other 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -95,10 +96,11 @@ async def test_produce_fetch_list_offsets_every_version(conn):
     name = f"sweep-pf-{uuid.uuid4().hex[:8]}"
     topic_id = await _create(conn, name)
     produced: list[bytes] = []
+    now_ms = int(time.time() * 1000)  # an old timestamp is past retention: deleted by a check
     for v in _versions(conn, m.ProduceRequest.BY_ID):  # v13+ name the topic by id (KIP-516)
         builder = RecordBatchBuilder(CODEC_NONE, batch_size=16384)
         value = f"produce-v{v}".encode()
-        assert builder.append(1_700_000_000_000 + v, b"k", value, [("h", b"v")]) is not None
+        assert builder.append(now_ms + v, b"k", value, [("h", b"v")]) is not None
         part = m.ProduceRequest.TopicProduceData.PartitionProduceData(
             index=0, records=builder.build()
         )

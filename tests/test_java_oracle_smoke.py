@@ -8,6 +8,7 @@ brokers are skipped: the oracle's reference behaviour is the real broker's.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 
 import java_oracle
@@ -35,17 +36,20 @@ def _topic(bootstrap: str, partitions: int = 1) -> str:
 def test_round_trip_keeps_keys_values_headers_and_timestamps(bootstrap: str) -> None:
     topic = _topic(bootstrap, partitions=2)
     binary = bytes(range(256))
+    # a set timestamp, but a current one: a record older than the broker's 7-day retention
+    # is deleted by its next retention check
+    stamp = int(time.time()) * 1000 + 123
     sent = [
         {"key": b"k1", "value": b"v1", "headers": [("h", b"\x00\xff"), ("empty", b"")]},
         {"key": None, "value": None, "partition": 1},  # null key and a tombstone value
         {"key": b"", "value": b"", "headers": [("none", None)], "partition": 0},
-        {"key": binary, "value": binary * 40, "timestamp": 1_700_000_000_123, "partition": 1},
+        {"key": binary, "value": binary * 40, "timestamp": stamp, "partition": 1},
         {"key": "unicode-é", "value": "snow ☃", "headers": [('hé"\\\n', "x")]},
     ]
     metadata = produce(bootstrap, topic, sent, linger_ms=5)
     assert len(metadata) == len(sent)
     assert metadata[1]["partition"] == 1 and metadata[2]["partition"] == 0
-    assert metadata[3]["timestamp"] == 1_700_000_000_123
+    assert metadata[3]["timestamp"] == stamp
 
     received = consume(bootstrap, topic, until_end=True, timeout_ms=20_000)
     by_position = {(r["partition"], r["offset"]): r for r in received}
