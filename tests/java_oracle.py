@@ -519,6 +519,31 @@ def txn_scenario(
     )
 
 
+def txn_admin(
+    bootstrap: str,
+    ids: Sequence[str],
+    partitions: Sequence[tuple[str, int]],
+    *,
+    timeout: float = 90.0,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """The Java Admin client's transaction calls (``TxnAdminOracle.java``): ``abort``
+    (``"T:P:PID:EPOCH:COORDEPOCH"``) and ``fence`` (an id) when given, then its view of ``ids``
+    and ``partitions`` (listTransactions with each filter, describeTransactions,
+    describeProducers); one dict per step, the view last."""
+    return _run(
+        "txn-admin",
+        {
+            "bootstrap": bootstrap,
+            "ids": list(ids),
+            "partitions": [f"{t}:{p}" for t, p in partitions],
+            **options,
+        },
+        timeout=timeout + JVM_SLACK,
+        kafka_version=None,
+    )
+
+
 class GroupMember:
     """A Java consumer in a consumer group (classic protocol), in its own process.
 

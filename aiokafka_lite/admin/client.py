@@ -32,6 +32,7 @@ from . import _responses as R
 from ._cluster import ClusterAdmin
 from ._reset import EARLIEST, LATEST, reset_offsets
 from ._share import ShareGroupAdmin
+from ._txn import TransactionAdmin
 from .config_resource import ConfigResource, by_target
 from .new_partitions import NewPartitions
 from .new_topic import NewTopic
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 #: ``reset_consumer_group_offsets`` targets
 
 
-class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
+class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin, TransactionAdmin):
     """Administer topics, configs, consumer groups, offsets and ACLs of a Kafka cluster.
 
     Keyword arguments are aiokafka's (``api_version`` and ``loop`` are accepted and ignored;
