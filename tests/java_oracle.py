@@ -965,6 +965,38 @@ if __name__ == "__main__":  # `python -m tests.java_oracle build [VERSION ...]` 
         print(f"Java oracle built in {build(version)}")
 
 
+class TelemetryClient(GroupMember):
+    """A Java ``KafkaShareConsumer`` (``kind="share"``: subscribed to ``topic`` in share group
+    ``group``, polling and committing) or ``Admin`` client (``kind="admin"``: describeCluster
+    every 200 ms; ``push``: its ``enable.metrics.push``, off by default) with client id ``client_id``, kept running like :class:`GroupMember` until
+    :meth:`stop` (``TelemetryClients.java``): for the KIP-714 tests, whose broker plugin
+    records its pushes."""
+
+    command = "telemetry-client"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        kind: str,
+        client_id: str,
+        *,
+        topic: str = "-",
+        group: str = "-",
+        push: bool | None = None,
+        run_ms: int = 120_000,
+    ) -> None:
+        super().__init__(bootstrap, topic, group, run_ms=run_ms)
+        self.args = _options(
+            bootstrap=bootstrap,
+            kind=kind,
+            client_id=client_id,
+            topic=topic,
+            group=group,
+            push=push,
+            run_ms=run_ms,
+        )
+
+
 class KipScript(GroupMember):
     """One of ``KipScripts.java``'s scenarios, kept running like :class:`GroupMember` until
     :meth:`stop`: ``assign-reader`` (a group-less consumer of partitions ``0..partitions-1``
