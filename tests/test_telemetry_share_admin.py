@@ -143,3 +143,38 @@ async def test_share_consumer_and_admin_push_beside_java(recorder: _Recorder) ->
         need = 20 if ours_id == "tm-py-share" else 6
         assert len(both) >= need, f"{ours_id}: few names in common with Java's: {both}"
     print("\n" + "\n".join(report))
+
+
+def test_share_and_admin_names_follow_java_groups() -> None:
+    """Broker-free: the share consumer's fetch-manager and coordinator counters go under Java's
+    ``consumer-share-*`` groups, the rest under ``consumer``; the admin client's under
+    ``admin-client``; ``*-total`` are sums, the others gauges; non-numbers are left out."""
+    from aiokafka_lite._metrics import ClientMetrics
+    from aiokafka_lite.ops.telemetry import admin_metric_names, share_metric_names
+
+    metrics = ClientMetrics()
+    share = share_metric_names(metrics.share_snapshot(3, 300))
+    assert share["org.apache.kafka.consumer.share.fetch.manager.records.consumed.total"] == (
+        3.0,
+        True,
+    )
+    assert share["org.apache.kafka.consumer.share.fetch.manager.fetch.size.avg"] == (0.0, False)
+    assert "org.apache.kafka.consumer.share.coordinator.heartbeat.total" in share
+    assert "org.apache.kafka.consumer.connection.count" in share
+    assert not any("requests.by.api" in n for n in share)
+    admin = admin_metric_names(metrics.common_snapshot())
+    assert set(admin) == {
+        f"org.apache.kafka.admin.client.{n}"
+        for n in (
+            "connection.count",
+            "connection.creation.total",
+            "connection.close.total",
+            "request.total",
+            "request.rate",
+            "request.latency.avg",
+            "request.latency.max",
+            "request.error.total",
+            "outgoing.byte.total",
+            "outgoing.byte.rate",
+        )
+    }
