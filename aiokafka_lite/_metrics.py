@@ -1,6 +1,7 @@
-"""The built-in metrics hook behind ``producer.metrics()`` and ``consumer.metrics()``.
+"""The built-in metrics hook behind ``metrics()`` of the producer, consumer, share consumer and
+admin client.
 
-Every producer and consumer registers one :class:`ClientMetrics` before the user's hooks. It
+Every one of them registers one :class:`ClientMetrics` before the user's hooks. It
 keeps plain counters, updated per connection, request, batch, fetched partition, commit and
 rebalance: never per record (it implements neither ``on_send`` nor ``on_consume``). Rates are
 averages over the client's lifetime (since it was constructed); latencies are milliseconds.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 from asyncio import CancelledError
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .structs import OffsetAndMetadata, TopicPartition
@@ -19,7 +20,8 @@ __all__ = ["ClientMetrics"]
 
 
 class ClientMetrics:
-    """Counters fed by hook events; :meth:`producer_snapshot` / :meth:`consumer_snapshot`."""
+    """Counters fed by hook events; :meth:`producer_snapshot` / :meth:`consumer_snapshot` /
+    :meth:`share_snapshot` / :meth:`common_snapshot` (the admin client's)."""
 
     def __init__(self) -> None:
         self.created = time.monotonic()
@@ -53,6 +55,9 @@ class ClientMetrics:
         self.commit_max = 0.0
         self.rebalances = 0
         self.revoked_total = 0
+        # share consumer: acknowledgements answered (records), of them failed
+        self.acks_sent = 0
+        self.acks_failed = 0
 
     # -- hook events -----------------------------------------------------------------------
     def on_connect(self, node_id: int | None, host: str, port: int, purpose: str) -> None:
@@ -137,6 +142,18 @@ class ClientMetrics:
         if latency > self.commit_max:
             self.commit_max = latency
 
+    def on_acknowledge(
+        self,
+        group_id: str,
+        results: Mapping[TopicPartition, BaseException | None],
+        offsets: Mapping[TopicPartition, Sequence[int]],
+    ) -> None:
+        for tp, error in results.items():
+            n = len(offsets.get(tp, ()))
+            self.acks_sent += n
+            if error is not None:
+                self.acks_failed += n
+
     def on_partitions_revoked(self, group_id: str, revoked: set[TopicPartition]) -> None:
         self.revoked_total += len(revoked)
 
@@ -144,6 +161,10 @@ class ClientMetrics:
         self.rebalances += 1
 
     # -- snapshots -------------------------------------------------------------------------
+    def common_snapshot(self) -> dict[str, Any]:
+        """The connection and request counters every client has (the admin client's metrics)."""
+        return self._common()
+
     def _common(self) -> dict[str, Any]:
         elapsed = max(time.monotonic() - self.created, 1e-9)
         answers = sum(s[0] for s in self.by_api.values())
@@ -233,6 +254,37 @@ class ClientMetrics:
                 "rebalance-total": self.rebalances,
                 "partitions-revoked-total": self.revoked_total,
                 "assigned-partitions": assigned,
+            }
+        )
+        return out
+
+    def share_snapshot(self, records: int, size: int) -> dict[str, Any]:
+        """The share consumer's metrics; ``records`` / ``size``: records (and their bytes)
+        the share fetches acquired so far."""
+        out = self._common()
+        elapsed = max(time.monotonic() - self.created, 1e-9)
+        api = self.by_api.get("ShareFetch")
+        fetches = api[0] if api else 0
+        beats = self.by_api.get("ShareGroupHeartbeat")
+        out.update(
+            {
+                "fetch-total": fetches,
+                "fetch-rate": fetches / elapsed,
+                "fetch-latency-avg": _ms(api[1] / fetches) if api and fetches else 0.0,
+                "fetch-latency-max": _ms(api[2]) if api else 0.0,
+                "records-consumed-total": records,
+                "records-consumed-rate": records / elapsed,
+                "bytes-consumed-total": size,
+                "bytes-consumed-rate": size / elapsed,
+                "records-per-request-avg": records / fetches if fetches else 0.0,
+                "fetch-size-avg": size / fetches if fetches else 0.0,
+                "acknowledgements-send-total": self.acks_sent,
+                "acknowledgements-send-rate": self.acks_sent / elapsed,
+                "acknowledgements-error-total": self.acks_failed,
+                "acknowledgements-error-rate": self.acks_failed / elapsed,
+                "heartbeat-total": beats[0] if beats else 0,
+                "heartbeat-rate": (beats[0] if beats else 0) / elapsed,
+                "heartbeat-response-time-max": _ms(beats[2]) if beats else 0.0,
             }
         )
         return out

@@ -348,8 +348,15 @@ _APACHE_GROUP_MODULES = (
 #: shards of their own, so the plain "apache" shard stays short
 _APACHE_SHARE_JAVA_MODULES = ("test_share_lifecycle_java", "test_share_java_api")
 #: (and the transaction error classes beside Java: one JVM, ten fault proxies; the KIP-1092
-#: close options beside Java)
-_APACHE_848_JAVA_MODULES = ("test_group848_java_corners", "test_txn_errors", "test_close_options")
+#: close options beside Java; the transaction admin calls beside Java's Admin; the share
+#: consumer's and admin client's KIP-714 pushes beside Java's)
+_APACHE_848_JAVA_MODULES = (
+    "test_group848_java_corners",
+    "test_txn_errors",
+    "test_close_options",
+    "test_txn_admin",
+    "test_telemetry_share_admin",
+)
 #: modules of long-waiting tests (fault paths, differential runs on aiokafka and on us): a
 #: second shard of each broker kind ("<kind>-b"), with its own broker
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")

@@ -519,6 +519,31 @@ def txn_scenario(
     )
 
 
+def txn_admin(
+    bootstrap: str,
+    ids: Sequence[str],
+    partitions: Sequence[tuple[str, int]],
+    *,
+    timeout: float = 90.0,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """The Java Admin client's transaction calls (``TxnAdminOracle.java``): ``abort``
+    (``"T:P:PID:EPOCH:COORDEPOCH"``) and ``fence`` (an id) when given, then its view of ``ids``
+    and ``partitions`` (listTransactions with each filter, describeTransactions,
+    describeProducers); one dict per step, the view last."""
+    return _run(
+        "txn-admin",
+        {
+            "bootstrap": bootstrap,
+            "ids": list(ids),
+            "partitions": [f"{t}:{p}" for t, p in partitions],
+            **options,
+        },
+        timeout=timeout + JVM_SLACK,
+        kafka_version=None,
+    )
+
+
 class GroupMember:
     """A Java consumer in a consumer group (classic protocol), in its own process.
 
@@ -938,6 +963,38 @@ if __name__ == "__main__":  # `python -m tests.java_oracle build [VERSION ...]` 
             print(f"skipping the Java oracle: {reason}", file=sys.stderr)
             sys.exit(0)
         print(f"Java oracle built in {build(version)}")
+
+
+class TelemetryClient(GroupMember):
+    """A Java ``KafkaShareConsumer`` (``kind="share"``: subscribed to ``topic`` in share group
+    ``group``, polling and committing) or ``Admin`` client (``kind="admin"``: describeCluster
+    every 200 ms; ``push``: its ``enable.metrics.push``, off by default) with client id ``client_id``, kept running like :class:`GroupMember` until
+    :meth:`stop` (``TelemetryClients.java``): for the KIP-714 tests, whose broker plugin
+    records its pushes."""
+
+    command = "telemetry-client"
+
+    def __init__(
+        self,
+        bootstrap: str,
+        kind: str,
+        client_id: str,
+        *,
+        topic: str = "-",
+        group: str = "-",
+        push: bool | None = None,
+        run_ms: int = 120_000,
+    ) -> None:
+        super().__init__(bootstrap, topic, group, run_ms=run_ms)
+        self.args = _options(
+            bootstrap=bootstrap,
+            kind=kind,
+            client_id=client_id,
+            topic=topic,
+            group=group,
+            push=push,
+            run_ms=run_ms,
+        )
 
 
 class KipScript(GroupMember):

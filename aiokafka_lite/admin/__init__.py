@@ -4,11 +4,20 @@
 ``NewPartitions``, ``RecordsToDelete``, ``ConfigResource`` / ``ConfigResourceType`` live in
 modules of the same names as aiokafka's (``admin.client``, ``admin.new_topic`` ...). ACL
 arguments and results (``AclBinding``, ``AclFilter``), ``LogDirInfo`` and the group results
-(``GroupDescription``, ``GroupMember``, ``ListedGroup``) come from the operations layer.
+(``GroupDescription``, ``GroupMember``, ``ListedGroup``) and the transaction ones
+(``ListedTransaction``, ``TransactionDescription``, ``ProducerState``, ``AbortTransactionSpec``,
+``FencedProducer``) come from the operations layer.
 """
 
 from ..ops.acls import AclBinding, AclFilter, LogDirInfo
 from ..ops.groups import GroupDescription, GroupMember, ListedGroup
+from ..ops.transactions import (
+    AbortTransactionSpec,
+    FencedProducer,
+    ListedTransaction,
+    ProducerState,
+    TransactionDescription,
+)
 from ._responses import Response
 from .client import AIOKafkaAdminClient
 from .config_resource import ConfigResource, ConfigResourceType
@@ -18,6 +27,11 @@ from .records_to_delete import RecordsToDelete
 
 __all__ = [
     "AIOKafkaAdminClient",
+    "AbortTransactionSpec",
+    "FencedProducer",
+    "ListedTransaction",
+    "ProducerState",
+    "TransactionDescription",
     "AclBinding",
     "AclFilter",
     "ConfigResource",

@@ -21,17 +21,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import errors as Errors
+from .._metrics import ClientMetrics
 from .._settings import ClientSettings
 from ..ops import Deadline, ItemError, raise_item_errors
 from ..ops import configs as config_ops
 from ..ops import groups as group_ops
 from ..ops import offsets as offset_ops
 from ..ops import topics as topic_ops
+from ..ops.telemetry import CLOSE_TIMEOUT_S, admin_metric_names, new_pusher
 from ..structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from . import _responses as R
 from ._cluster import ClusterAdmin
 from ._reset import EARLIEST, LATEST, reset_offsets
 from ._share import ShareGroupAdmin
+from ._txn import TransactionAdmin
 from .config_resource import ConfigResource, by_target
 from .new_partitions import NewPartitions
 from .new_topic import NewTopic
@@ -45,12 +48,13 @@ log = logging.getLogger(__name__)
 #: ``reset_consumer_group_offsets`` targets
 
 
-class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
+class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin, TransactionAdmin):
     """Administer topics, configs, consumer groups, offsets and ACLs of a Kafka cluster.
 
     Keyword arguments are aiokafka's (``api_version`` and ``loop`` are accepted and ignored;
     Kerberos settings are accepted for compatibility only). An unknown keyword argument
-    raises TypeError.
+    raises TypeError. ``enable_metrics_push=True`` (KIP-714; off by default, as Java's
+    ``Admin``) pushes :meth:`metrics` when the cluster subscribes to them.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
         sasl_kerberos_service_name: str = "kafka",
         sasl_kerberos_domain_name: str | None = None,
         sasl_oauth_token_provider: Any = None,
+        enable_metrics_push: bool = False,
     ) -> None:
         if api_version is not None:
             warnings.warn(
@@ -83,7 +88,11 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
             )
         # looking at a topic must never create it
         self._settings = ClientSettings.of(locals(), allow_auto_topic_creation=False)
-        self._client = self._settings.new_client()
+        self._metrics = ClientMetrics()
+        self._client = self._settings.new_client([self._metrics])
+        self._telemetry = new_pusher(
+            enable_metrics_push, self._client, lambda: admin_metric_names(self.metrics()), client_id
+        )
         self._started = False
         self._closed = False
 
@@ -93,13 +102,26 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin):
             return
         await self._client.start()
         self._started = True
+        if self._telemetry is not None:
+            self._telemetry.start()
 
     async def close(self) -> None:
         """Close every connection. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        await self._client.close()
+        try:
+            if self._telemetry is not None:  # KIP-714: the last push, terminating
+                await self._telemetry.close(CLOSE_TIMEOUT_S)
+        finally:
+            if self._telemetry is not None:
+                self._telemetry.abandon()
+            await self._client.close()
+
+    def metrics(self) -> dict[str, Any]:
+        """The connection and request counters of :meth:`AIOKafkaProducer.metrics` (beyond
+        aiokafka; Java's ``admin-client-metrics`` names)."""
+        return self._metrics.common_snapshot()
 
     async def __aenter__(self) -> AIOKafkaAdminClient:
         await self.start()

@@ -1,7 +1,8 @@
 """KIP-714 client telemetry: GetTelemetrySubscriptions, PushTelemetry and the push loop.
 
-A producer or consumer with ``enable_metrics_push=True`` (the default, as Java's
-``enable.metrics.push``) runs one :class:`TelemetryPusher`. It asks any broker for the client's
+A producer, consumer or share consumer with ``enable_metrics_push=True`` (the default, as
+Java's ``enable.metrics.push``), or an admin client with it set (off by default, as Java's
+``Admin``), runs one :class:`TelemetryPusher`. It asks any broker for the client's
 subscription; a broker without a subscription for this client (no ``client-metrics`` config
 matches it, or no metrics plugin) answers with no requested metrics, and the client then only
 asks again after the push interval the broker names (5 minutes by default): one small request,
@@ -37,10 +38,13 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Subscription",
     "TelemetryPusher",
+    "admin_metric_names",
     "consumer_metric_names",
+    "new_pusher",
     "parse_subscription",
     "producer_metric_names",
     "push_request",
+    "share_metric_names",
     "subscription_request",
 ]
 
@@ -174,6 +178,45 @@ def consumer_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float,
     return out
 
 
+#: the share consumer's metrics by Java group (``consumer-share-fetch-manager-metrics``,
+#: ``consumer-share-coordinator-metrics``); the others are the common ``consumer-metrics``
+_SHARE_GROUPS = {
+    "share.fetch.manager": (
+        "fetch-total",
+        "fetch-rate",
+        "fetch-latency-avg",
+        "fetch-latency-max",
+        "records-consumed-total",
+        "records-consumed-rate",
+        "bytes-consumed-total",
+        "bytes-consumed-rate",
+        "records-per-request-avg",
+        "fetch-size-avg",
+        "acknowledgements-send-total",
+        "acknowledgements-send-rate",
+        "acknowledgements-error-total",
+        "acknowledgements-error-rate",
+    ),
+    "share.coordinator": ("heartbeat-total", "heartbeat-rate", "heartbeat-response-time-max"),
+}
+
+
+def share_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float, bool]]:
+    """``share_consumer.metrics()`` as KIP-714 names, as Java's ``KafkaShareConsumer`` pushes
+    them (``org.apache.kafka.consumer.share.fetch.manager.*``, ``...share.coordinator.*``; the
+    connection and request counts under ``org.apache.kafka.consumer.``)."""
+    grouped = {k for keys in _SHARE_GROUPS.values() for k in keys}
+    out = _points("org.apache.kafka.consumer", snapshot, [k for k in snapshot if k not in grouped])
+    for group, keys in _SHARE_GROUPS.items():
+        out.update(_points(f"org.apache.kafka.consumer.{group}", snapshot, keys))
+    return out
+
+
+def admin_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float, bool]]:
+    """``admin.metrics()`` as KIP-714 names (Java's ``admin-client-metrics`` group)."""
+    return _points("org.apache.kafka.admin.client", snapshot, snapshot.keys())
+
+
 # ------------------------------------------------------------------------------ pusher
 
 
@@ -181,8 +224,18 @@ def consumer_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float,
 CLOSE_TIMEOUT_S = 2.0
 
 
+def new_pusher(
+    enabled: bool,
+    client: KafkaClient,
+    metrics: Callable[[], Mapping[str, tuple[float, bool]]],
+    client_id: str,
+) -> TelemetryPusher | None:
+    """The client's :class:`TelemetryPusher` (``enable_metrics_push``), or None."""
+    return TelemetryPusher(client, metrics, client_id) if enabled else None
+
+
 class TelemetryPusher:
-    """The push loop of one producer or consumer (see the module's docstring)."""
+    """The push loop of one client (see the module's docstring)."""
 
     def __init__(
         self,

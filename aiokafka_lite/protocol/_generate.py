@@ -57,6 +57,8 @@ APIS = [
     "OffsetDelete",
     "DescribeCluster",
     "DescribeProducers",
+    # Admin abortTransaction (KIP-664): the transaction markers written at a partition leader
+    "WriteTxnMarkers",
     "DescribeTransactions",
     "ListTransactions",
     "DescribeAcls",

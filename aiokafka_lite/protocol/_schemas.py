@@ -675,6 +675,33 @@ APIS = [
             ])),
         ]),
     ),
+    ApiSpec(27, 'WriteTxnMarkers', '0-2', '1+', unstable_latest=False,
+        request=S("WriteTxnMarkersRequest", [
+            F('markers', '[]WritableTxnMarker', '0+', struct=S("WritableTxnMarker", [
+                F('producer_id', 'int64', '0+'),
+                F('producer_epoch', 'int16', '0+'),
+                F('transaction_result', 'bool', '0+'),
+                F('topics', '[]WritableTxnMarkerTopic', '0+', struct=S("WritableTxnMarkerTopic", [
+                    F('name', 'string', '0+'),
+                    F('partition_indexes', '[]int32', '0+'),
+                ])),
+                F('coordinator_epoch', 'int32', '0+'),
+                F('transaction_version', 'int8', '2+', default='0'),
+            ])),
+        ]),
+        response=S("WriteTxnMarkersResponse", [
+            F('markers', '[]WritableTxnMarkerResult', '0+', struct=S("WritableTxnMarkerResult", [
+                F('producer_id', 'int64', '0+'),
+                F('topics', '[]WritableTxnMarkerTopicResult', '0+', struct=S("WritableTxnMarkerTopicResult", [
+                    F('name', 'string', '0+'),
+                    F('partitions', '[]WritableTxnMarkerPartitionResult', '0+', struct=S("WritableTxnMarkerPartitionResult", [
+                        F('partition_index', 'int32', '0+'),
+                        F('error_code', 'int16', '0+'),
+                    ])),
+                ])),
+            ])),
+        ]),
+    ),
     ApiSpec(65, 'DescribeTransactions', '0', '0+', unstable_latest=False,
         request=S("DescribeTransactionsRequest", [
             F('transactional_ids', '[]string', '0+'),

@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, overload
 
 from aiokafka_lite import errors as Errors
+from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings
 from aiokafka_lite._supervise import Supervisor
 from aiokafka_lite.hooks import ClientInfo, HookSet, emit
 from aiokafka_lite.membership import MemberShell, ShareMachine, new_member_id
 from aiokafka_lite.ops import share as share_ops
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, new_pusher, share_metric_names
 from aiokafka_lite.structs import TopicPartition
 
 from .acks import AckBook, AcknowledgeType, ShareAcknowledgementError, ShareConsumerRecord
@@ -65,8 +67,8 @@ class AIOKafkaShareConsumer:
     polled for that long leaves the group (its partitions go to the others) and joins again
     at its next poll, as Java's share consumer does. A member heartbeats only while
     subscribed: ``start()`` before ``subscribe()`` is fine, ``unsubscribe()`` leaves the group;
-    polling while unsubscribed raises IllegalStateError. The connection, security and
-    ``hooks`` arguments are :class:`AIOKafkaConsumer`'s.
+    polling while unsubscribed raises IllegalStateError. The connection, security, ``hooks``
+    and ``enable_metrics_push`` (KIP-714) arguments are :class:`AIOKafkaConsumer`'s.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class AIOKafkaShareConsumer:
         sasl_oauth_token_provider: Any = None,
         client_rack: str | None = None,
         hooks: Iterable[object] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         if not group_id:
             raise Errors.KafkaConfigurationError("a share consumer needs a group_id")
@@ -118,12 +121,17 @@ class AIOKafkaShareConsumer:
         self._record_limit = strict_max_poll_records or share_acquire_mode == "record_limit"
         if not isinstance(max_poll_records, int) or max_poll_records < 1:
             raise Errors.KafkaConfigurationError("max_poll_records should be a positive integer")
+        self._metrics = ClientMetrics()
         self._hooks = HookSet(
-            list(hooks or ()), ClientInfo.of("consumer", client_id, group_id, bootstrap_servers)
+            [self._metrics, *(hooks or ())],
+            ClientInfo.of("consumer", client_id, group_id, bootstrap_servers),
         )
         self._h_consume = self._hooks.on_consume
         self._client = ClientSettings.of(locals(), allow_auto_topic_creation=False).new_client(
             self._hooks
+        )
+        self._telemetry = new_pusher(
+            enable_metrics_push, self._client, lambda: share_metric_names(self.metrics()), client_id
         )
         self._group_id = group_id
         self._explicit = acknowledgement_mode == "explicit"
@@ -193,6 +201,8 @@ class AIOKafkaShareConsumer:
         self._started = True
         self._membership.subscribe(self._topics)
         self._membership.start()
+        if self._telemetry is not None:
+            self._telemetry.start()
 
     async def stop(self) -> None:
         """Leave the share group, as Java's ``KafkaShareConsumer.close()``: the
@@ -249,6 +259,8 @@ class AIOKafkaShareConsumer:
                     exc,
                 )
             await self._membership.leave(left())
+            if self._telemetry is not None:  # KIP-714: the last push, terminating
+                await self._telemetry.close(CLOSE_TIMEOUT_S)
         except BaseException:  # cancelled on the way (re-raised): nothing stays running
             self._membership.cancel()
             for task in (self._round, self._acking, *self._async_commits):
@@ -256,6 +268,8 @@ class AIOKafkaShareConsumer:
                     task.cancel()
             raise
         finally:
+            if self._telemetry is not None:
+                self._telemetry.abandon()
             await self._client.close()
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
@@ -308,6 +322,14 @@ class AIOKafkaShareConsumer:
         another (as the brokers last reported; 0 before the first fetch): acknowledge, or
         RENEW, within it."""
         return self._fetcher.lock_timeout_ms
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters under Java's share consumer metric names: the connection and request ones
+        of :meth:`AIOKafkaConsumer.metrics`, ``fetch-*``, ``records-``/``bytes-consumed-*``
+        (acquired records), ``acknowledgements-send-*``/``-error-*`` (records), ``heartbeat-*``
+        (rates per second over its lifetime, latencies in ms)."""
+        f = self._fetcher
+        return self._metrics.share_snapshot(f.records_fetched, f.bytes_fetched)
 
     @property
     def member_id(self) -> str:

@@ -118,6 +118,9 @@ class ShareFetcher:
         self.ack_results: list[AckResults] = []
         #: the acquisition lock timeout the brokers last reported
         self.lock_timeout_ms = 0
+        #: records acquired and decoded so far, and their record data's bytes (metrics())
+        self.records_fetched = 0
+        self.bytes_fetched = 0
 
     # -- routing --------------------------------------------------------------------------
 
@@ -313,6 +316,8 @@ class ShareFetcher:
             self.errors.append(exc)
         if counts:  # acquired offsets with no record: compacted away or control records
             self._book.gap(tp, counts)
+        self.records_fetched += len(out)
+        self.bytes_fetched += len(data)
         self.buffer.extend(out)
 
     # -- acknowledging --------------------------------------------------------------------

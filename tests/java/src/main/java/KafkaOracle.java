@@ -97,7 +97,8 @@ public final class KafkaOracle {
         "  (Kafka 4.x builds) group-member-consumer, share-member, share-script, share-admin: see",
         "      ConsumerProtocolMember.java, ShareOracle.java, ShareApiScript.java and ShareAdminOracle.java",
         "  assign-reader, flood-producer: see KipScripts.java",
-        "  txn-feature, txn-scenario: see TxnOracle.java");
+        "  txn-feature, txn-scenario: see TxnOracle.java",
+        "  (Kafka 4.x builds) txn-admin: see TxnAdminOracle.java; telemetry-client: see TelemetryClients.java");
 
     /** stdout as UTF-8 (only ASCII is written: {@link #json} escapes everything else). */
     private static final PrintStream OUT =
@@ -132,6 +133,8 @@ public final class KafkaOracle {
                 case "share-admin" -> runOwnFile("ShareAdminOracle", args);
                 case "assign-reader", "flood-producer" -> runOwnFile("KipScripts", args);
                 case "txn-feature", "txn-scenario" -> runOwnFile("TxnOracle", args);
+                case "txn-admin" -> runOwnFile("TxnAdminOracle", args);
+                case "telemetry-client" -> runOwnFile("TelemetryClients", args);
                 default -> throw new UsageException("unknown command " + args[0]);
             }
             status = 0;
