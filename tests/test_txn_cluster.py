@@ -137,6 +137,7 @@ async def _read_committed(bootstrap: str, topic: str) -> list[int]:
         await consumer.stop()
 
 
+@pytest.mark.timeout(300)  # a hang guard: two node kills and restarts (readiness) are in the body
 async def test_coordinator_killed_mid_transaction_exactly_once_as_java(
     apache_cluster: Any, record_property: Any
 ) -> None:
