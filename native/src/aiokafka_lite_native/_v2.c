@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static PyObject *empty_tuple;
 
@@ -372,6 +373,47 @@ zigzag(int64_t v)
  * count 0, always fits), NotImplemented when the Python builder must encode it (a key or
  * value that is not bytes-like, a delta beyond int64). `tail` is the encoded header count
  * and headers (None: no headers). Nothing is written unless it returns True. */
+/* One record into `buf` (the Python builder's encoding, byte for byte): key/value NULL for a
+ * null one; tail = the encoded header count and headers. Returns its size in bytes, 0 when it
+ * does not fit in `limit` (count 0 always fits), -1 with an exception set. */
+static Py_ssize_t
+encode_record(PyObject *buf, long long count, long long delta, const char *kp, Py_ssize_t kl,
+              const char *vp, Py_ssize_t vl, const char *tp, Py_ssize_t tn, long long limit)
+{
+    /* attributes, timestampDelta, offsetDelta, key, value, headers */
+    Py_ssize_t kn = kp == NULL ? 1 : put_uvarint(NULL, zigzag(kl)) + kl;
+    Py_ssize_t vn = vp == NULL ? 1 : put_uvarint(NULL, zigzag(vl)) + vl;
+    Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count)) + kn
+                    + vn + tn;
+    Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (count && (long long)old + total > limit)
+        return 0;
+    if (PyByteArray_Resize(buf, old + total) < 0)
+        return -1;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
+    p += put_uvarint(p, zigzag(rl));
+    *p++ = 0;
+    p += put_uvarint(p, zigzag(delta));
+    p += put_uvarint(p, zigzag(count));
+    if (kp == NULL)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(kl));
+        memcpy(p, kp, kl);
+        p += kl;
+    }
+    if (vp == NULL)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(vl));
+        memcpy(p, vp, vl);
+        p += vl;
+    }
+    memcpy(p, tp, tn);
+    return total;
+}
+
 static PyObject *
 append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -415,48 +457,17 @@ append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyBuffer_Release(&kb);
         goto defer;
     }
-    PyObject *result = NULL;
-    /* attributes, timestampDelta, offsetDelta, key, value, headers */
-    Py_ssize_t kn = key == Py_None ? 1 : put_uvarint(NULL, zigzag(kb.len)) + kb.len;
-    Py_ssize_t vn = value == Py_None ? 1 : put_uvarint(NULL, zigzag(vb.len)) + vb.len;
-    Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count)) + kn
-                    + vn + tn;
-    Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
-    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-    if (count && (long long)old + total > limit) {
-        result = Py_None;
-        goto done;
-    }
-    if (PyByteArray_Resize(buf, old + total) < 0)
-        goto done;
-    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
-    p += put_uvarint(p, zigzag(rl));
-    *p++ = 0;
-    p += put_uvarint(p, zigzag(delta));
-    p += put_uvarint(p, zigzag(count));
-    if (key == Py_None)
-        *p++ = 1;
-    else {
-        p += put_uvarint(p, zigzag(kb.len));
-        memcpy(p, kb.buf, kb.len);
-        p += kb.len;
-    }
-    if (value == Py_None)
-        *p++ = 1;
-    else {
-        p += put_uvarint(p, zigzag(vb.len));
-        memcpy(p, vb.buf, vb.len);
-        p += vb.len;
-    }
-    memcpy(p, tp, tn);
-    result = Py_True;
-done:
+    Py_ssize_t size = encode_record(buf, count, delta, key == Py_None ? NULL : kb.buf, kb.len,
+                                    value == Py_None ? NULL : vb.buf, vb.len, tp, tn, limit);
     if (key != Py_None)
         PyBuffer_Release(&kb);
     if (value != Py_None)
         PyBuffer_Release(&vb);
-    Py_XINCREF(result);
-    return result;
+    if (size < 0)
+        return NULL;
+    if (size == 0)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 defer:
     if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
         return NULL;
@@ -1052,6 +1063,252 @@ key_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- batch_appender: the public BatchBuilder.append() in C ----------------------------------
+ *
+ * batch_appender(builder, meta_cls, slow) -> appender
+ *
+ * `appender(*, timestamp=None, key=None, value=None, headers=None)` is
+ * aiokafka_lite.producer.user_batch.BatchBuilder.append without serializers: None once closed
+ * (`appender.closed`, set when a record does not fit), else the record appended to `builder`
+ * (a RecordBatchBuilder: its slots _buf, _count, _base_ts, _max_ts, _last_ts, _limit are read
+ * and written as its append() does) and its metadata `meta_cls((offset delta, timestamp,
+ * size))`. The common record (bytes or None key and value, no headers, the batch's first record
+ * or a timestamp 0..8191 ms after it, the builder not built) is encoded here; any other goes to
+ * `slow(builder, timestamp, key, value, headers)` (the Python path: its checks and errors),
+ * whose None closes the appender too. */
+enum { BA_BUF, BA_COUNT, BA_BASE, BA_MAX, BA_LAST, BA_LIMIT, BA_N };
+static const char *ba_names[BA_N] = {"_buf", "_count", "_base_ts", "_max_ts", "_last_ts", "_limit"};
+static PyObject *kw_timestamp, *kw_key, *kw_value, *kw_headers;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *builder;
+    PyTypeObject *meta;
+    PyObject *slow;
+    PyTypeObject *cls; /* type(builder) when made: another type (built) goes to `slow` */
+    Py_ssize_t off[BA_N];
+    char closed;
+    vectorcallfunc vectorcall;
+} Appender;
+
+static inline PyObject **
+ba_slot(Appender *a, int f)
+{
+    return (PyObject **)((char *)a->builder + a->off[f]);
+}
+
+static int
+ba_kwarg(PyObject *name, PyObject *val, PyObject **ts, PyObject **key, PyObject **value,
+         PyObject **headers)
+{
+    PyObject *names[4] = {kw_timestamp, kw_key, kw_value, kw_headers};
+    PyObject **outs[4] = {ts, key, value, headers};
+    for (int k = 0; k < 4; k++)
+        if (name == names[k]) {
+            *outs[k] = val;
+            return 0;
+        }
+    for (int k = 0; k < 4; k++)
+        if (PyUnicode_Check(name) && PyUnicode_Compare(name, names[k]) == 0) {
+            *outs[k] = val;
+            return 0;
+        }
+    PyErr_Format(PyExc_TypeError, "append() got an unexpected keyword argument '%S'", name);
+    return -1;
+}
+
+static PyObject *
+appender_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Appender *a = (Appender *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs) {
+        PyErr_Format(PyExc_TypeError, "append() takes keyword arguments only (%zd positional given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *ts = Py_None, *key = Py_None, *value = Py_None, *headers = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++)
+        if (ba_kwarg(PyTuple_GET_ITEM(kwnames, k), args[k], &ts, &key, &value, &headers) < 0)
+            return NULL;
+    if (a->closed)
+        Py_RETURN_NONE;
+    PyObject *tsobj;
+    if (ts == Py_None) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        tsobj = PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    }
+    else
+        tsobj = PyNumber_Long(ts); /* int(timestamp), as the Python path */
+    if (tsobj == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    int fast = Py_TYPE(a->builder) == a->cls && (key == Py_None || PyBytes_CheckExact(key))
+               && (value == Py_None || PyBytes_CheckExact(value))
+               && (headers == Py_None
+                   || ((PyTuple_CheckExact(headers) || PyList_CheckExact(headers))
+                       && Py_SIZE(headers) == 0));
+    for (int f = 0; fast && f < BA_N; f++)
+        fast = *ba_slot(a, f) != NULL;
+    long long t = 0, count = 0, base = 0, delta = 0, limit = 0, max_ts = 0;
+    int overflow = 0;
+    if (fast) {
+        t = PyLong_AsLongLongAndOverflow(tsobj, &overflow);
+        fast = !overflow;
+        count = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_COUNT), &overflow);
+        fast = fast && !overflow && count >= 0 && count < INT32_MAX;
+        limit = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_LIMIT), &overflow);
+        fast = fast && !overflow && PyByteArray_CheckExact(*ba_slot(a, BA_BUF));
+        if (PyErr_Occurred())
+            goto done;
+    }
+    if (fast && count) {
+        base = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_BASE), &overflow);
+        fast = !overflow && !__builtin_sub_overflow(t, base, &delta) && delta >= 0 && delta < 8192;
+        max_ts = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_MAX), &overflow);
+        fast = fast && !overflow;
+        if (PyErr_Occurred())
+            goto done;
+    }
+    else if (fast) /* the first record: _check_timestamp's range */
+        fast = t < LLONG_MAX - 8191;
+    if (!fast) {
+        result = PyObject_CallFunctionObjArgs(a->slow, a->builder, tsobj, key, value, headers, NULL);
+        if (result == Py_None)
+            a->closed = 1;
+        goto done;
+    }
+    Py_ssize_t size = encode_record(
+        *ba_slot(a, BA_BUF), count, delta, key == Py_None ? NULL : PyBytes_AS_STRING(key),
+        key == Py_None ? 0 : PyBytes_GET_SIZE(key), value == Py_None ? NULL : PyBytes_AS_STRING(value),
+        value == Py_None ? 0 : PyBytes_GET_SIZE(value), "\0", 1, limit);
+    if (size < 0)
+        goto done;
+    if (size == 0) {
+        a->closed = 1;
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *idx = Py_NewRef(*ba_slot(a, BA_COUNT)), *next = PyLong_FromLongLong(count + 1);
+    PyObject *nbytes = PyLong_FromSsize_t(size);
+    result = a->meta->tp_alloc(a->meta, 3);
+    if (next == NULL || nbytes == NULL || result == NULL) {
+        Py_DECREF(idx);
+        Py_XDECREF(next);
+        Py_XDECREF(nbytes);
+        Py_CLEAR(result);
+        goto done; /* the record is in the buffer but not counted: as a failed Python append */
+    }
+    Py_SETREF(*ba_slot(a, BA_COUNT), next);
+    Py_SETREF(*ba_slot(a, BA_LAST), Py_NewRef(tsobj));
+    if (!count) {
+        Py_SETREF(*ba_slot(a, BA_BASE), Py_NewRef(tsobj));
+        Py_SETREF(*ba_slot(a, BA_MAX), Py_NewRef(tsobj));
+    }
+    else if (t > max_ts)
+        Py_SETREF(*ba_slot(a, BA_MAX), Py_NewRef(tsobj));
+    PyTuple_SET_ITEM(result, 0, idx);
+    PyTuple_SET_ITEM(result, 1, Py_NewRef(tsobj));
+    PyTuple_SET_ITEM(result, 2, nbytes);
+done:
+    Py_DECREF(tsobj);
+    return result;
+}
+
+static int
+appender_traverse(Appender *a, visitproc visit, void *arg)
+{
+    Py_VISIT(a->builder);
+    Py_VISIT(a->meta);
+    Py_VISIT(a->slow);
+    Py_VISIT(a->cls);
+    return 0;
+}
+
+static int
+appender_clear(Appender *a)
+{
+    Py_CLEAR(a->builder);
+    Py_CLEAR(a->meta);
+    Py_CLEAR(a->slow);
+    Py_CLEAR(a->cls);
+    return 0;
+}
+
+static void
+appender_dealloc(Appender *a)
+{
+    PyObject_GC_UnTrack(a);
+    appender_clear(a);
+    PyObject_GC_Del(a);
+}
+
+static PyMemberDef appender_members[] = {
+    {"closed", T_BOOL, offsetof(Appender, closed), 0, "True once no record is taken any more."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiokafka_lite_native._v2.BatchAppender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "BatchBuilder.append() in C (see batch_appender).",
+    .tp_vectorcall_offset = offsetof(Appender, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_members = appender_members,
+};
+
+static PyObject *
+batch_appender(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "batch_appender takes 3 positional arguments");
+        return NULL;
+    }
+    PyObject *builder = args[0], *meta = args[1], *slow = args[2];
+    if (!PyType_Check(meta) || ((PyTypeObject *)meta)->tp_base != &PyTuple_Type
+        || ((PyTypeObject *)meta)->tp_basicsize != PyTuple_Type.tp_basicsize
+        || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "batch_appender needs a tuple subclass without fields and a callable");
+        return NULL;
+    }
+    PyTypeObject *cls = Py_TYPE(builder);
+    Py_ssize_t off[BA_N];
+    for (int f = 0; f < BA_N; f++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)cls, ba_names[f]);
+        if (d == NULL)
+            return NULL;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
+                 && ((PyMemberDescrObject *)d)->d_member->offset > 0;
+        off[f] = ok ? ((PyMemberDescrObject *)d)->d_member->offset : 0;
+        Py_DECREF(d);
+        if (!ok || cls->tp_setattro != PyObject_GenericSetAttr) {
+            PyErr_Format(PyExc_TypeError, "batch_appender: %s is not a slot", ba_names[f]);
+            return NULL;
+        }
+    }
+    Appender *a = PyObject_GC_New(Appender, &AppenderType);
+    if (a == NULL)
+        return NULL;
+    a->builder = Py_NewRef(builder);
+    a->meta = (PyTypeObject *)Py_NewRef(meta);
+    a->slow = Py_NewRef(slow);
+    a->cls = (PyTypeObject *)Py_NewRef(cls);
+    memcpy(a->off, off, sizeof(off));
+    a->closed = 0;
+    a->vectorcall = appender_call;
+    PyObject_GC_Track(a);
+    return (PyObject *)a;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
@@ -1070,6 +1327,8 @@ static PyMethodDef methods[] = {
     {"key_hashes", (PyCFunction)(void (*)(void))key_hashes, METH_FASTCALL,
      "key_hashes(key, n, parts) -> bytes: positive murmur2 of each key of an Arrow binary column "
      "modulo parts, as int32 (-1: null)."},
+    {"batch_appender", (PyCFunction)(void (*)(void))batch_appender, METH_FASTCALL,
+     "batch_appender(builder, meta_cls, slow) -> BatchBuilder.append in C (see the C source)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1087,5 +1346,12 @@ PyInit__v2(void)
     for (int f = 0; f < NFIELDS; f++)
         if ((field_names[f] = PyUnicode_InternFromString(names[f])) == NULL)
             return NULL;
+    if ((kw_timestamp = PyUnicode_InternFromString("timestamp")) == NULL
+        || (kw_key = PyUnicode_InternFromString("key")) == NULL
+        || (kw_value = PyUnicode_InternFromString("value")) == NULL
+        || (kw_headers = PyUnicode_InternFromString("headers")) == NULL)
+        return NULL;
+    if (PyType_Ready(&AppenderType) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }
