@@ -290,3 +290,34 @@ def test_key_hashes_are_the_partitioners(keys: list[Any], parts: int, sliced: in
     out = columns.native.key_hashes((*arr.buffers(), arr.offset), len(keys), parts)
     got = list(pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(out)]).to_pylist())
     assert got == [-1 if k is None else positive_murmur2(k) % parts for k in keys]
+
+
+def test_many_batches_into_one_buffer_set_and_an_exported_buffer() -> None:
+    # one getmany_arrow() call's buffers over hundreds of batches: the compiled path writes
+    # past the bytearrays' logical sizes and reallocates only when an allocation doubles; the
+    # bytes must still be the pure path's. A buffer held by a memoryview (never the case in
+    # getmany_arrow(), whose buffers are new for each call): the compiled path leaves the batch
+    # to the pure one, so both raise BufferError with the same buffers after.
+    data = b"".join(
+        _batch(
+            [(7 * i + j, None if (i + j) % 5 == 0 else b"k%d" % j, b"v" * ((i * j) % 700), [])
+             for j in range(i % 9 + 1)],
+            base=10 * i,
+        )
+        for i in range(300)
+    )  # fmt: skip
+    native, pure = _both(lambda: _add(columns.ColumnBuffers(True), data, 0, 1 << 40))
+    assert native == pure and "Error" not in native
+
+    def exported() -> str:
+        cols = columns.ColumnBuffers(False)
+        _add(cols, data[: len(data) // 3], 0, 1 << 40)
+        with memoryview(cols.bufs[5]):
+            try:
+                _add(cols, data, 0, 1 << 40)
+            except BufferError as exc:
+                return f"BufferError: {exc} " + repr([bytes(x) for x in cols.bufs])
+        return "no error"
+
+    native, pure = _both(exported)
+    assert native == pure and native.startswith("BufferError")

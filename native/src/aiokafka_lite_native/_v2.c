@@ -492,32 +492,68 @@ defer:
 #define NB_MAX 16
 #define NB_PLAIN 9
 
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* A buffer is written past its logical size, inside its allocation (`cap` bytes from ob_start,
+ * the trailing NUL excluded), and given its final size once at the end (col_finish): one
+ * reallocation per doubling of the allocation, never one per call, and no shrink-and-regrow
+ * copy between the batches of one getmany_arrow() call. Buffers with exports (a memoryview) are
+ * left to the Python path, whose `+=` raises BufferError. */
 typedef struct {
     PyObject *ba;
+    uint8_t *p;      /* ob_start (NULL: nothing allocated) */
     Py_ssize_t len;  /* bytes written */
+    Py_ssize_t cap;  /* bytes writable from ob_start */
     Py_ssize_t orig; /* size on entry, for the rollback */
     uint8_t last;    /* a bitmap's last byte on entry */
 } Col;
 
-static inline int
-col_reserve(Col *c, Py_ssize_t extra)
+ALWAYS_INLINE Py_ssize_t
+col_capacity(PyObject *ba)
 {
-    Py_ssize_t need = c->len + extra, have = PyByteArray_GET_SIZE(c->ba);
-    if (need <= have)
-        return 0;
-    Py_ssize_t grow = have + (have >> 1);
+    PyByteArrayObject *b = (PyByteArrayObject *)ba;
+    return b->ob_alloc ? b->ob_alloc - (b->ob_start - b->ob_bytes) - 1 : 0;
+}
+
+static int
+col_grow(Col *c, Py_ssize_t need)
+{
+    Py_ssize_t grow = 2 * c->cap;
     if (grow < need)
         grow = need;
-    return PyByteArray_Resize(c->ba, grow);
+    Py_SET_SIZE(c->ba, c->len); /* every byte written so far is kept by the reallocation */
+    if (PyByteArray_Resize(c->ba, grow) < 0)
+        return -1;
+    c->cap = col_capacity(c->ba);
+    c->p = (uint8_t *)((PyByteArrayObject *)c->ba)->ob_start;
+    return 0;
 }
 
-static inline uint8_t *
+ALWAYS_INLINE int
+col_reserve(Col *c, Py_ssize_t extra)
+{
+    Py_ssize_t need = c->len + extra;
+    if (need <= c->cap)
+        return 0;
+    return col_grow(c, need);
+}
+
+ALWAYS_INLINE uint8_t *
 col_ptr(Col *c)
 {
-    return (uint8_t *)PyByteArray_AS_STRING(c->ba);
+    return c->p;
 }
 
-static inline int
+/* the logical size set to `len` (inside the allocation: no reallocation) */
+static void
+col_finish(Col *c, Py_ssize_t len)
+{
+    Py_SET_SIZE(c->ba, len);
+    if (c->cap)
+        col_ptr(c)[len] = 0;
+}
+
+ALWAYS_INLINE int
 col_put(Col *c, const void *src, Py_ssize_t n)
 {
     if (col_reserve(c, n) < 0)
@@ -527,14 +563,14 @@ col_put(Col *c, const void *src, Py_ssize_t n)
     return 0;
 }
 
-static inline int
+ALWAYS_INLINE int
 col_i32(Col *c, int32_t v)
 {
     uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     return col_put(c, b, 4);
 }
 
-static inline int
+ALWAYS_INLINE int
 col_i64(Col *c, int64_t v)
 {
     uint64_t u = (uint64_t)v;
@@ -545,7 +581,7 @@ col_i64(Col *c, int64_t v)
 }
 
 /* bit `idx` of a validity bitmap (bytes past the bitmap's length are zeroed first) */
-static inline int
+ALWAYS_INLINE int
 col_bit(Col *c, Py_ssize_t idx, int valid)
 {
     Py_ssize_t byte = idx >> 3;
@@ -562,7 +598,7 @@ col_bit(Col *c, Py_ssize_t idx, int valid)
 }
 
 /* a binary value: validity bit, end offset, bytes (size -1: null) */
-static inline int
+ALWAYS_INLINE int
 col_binary(Col *valid, Col *offsets, Col *bytes, Py_ssize_t idx, const uint8_t *p,
            int64_t size, int has_valid)
 {
@@ -590,7 +626,7 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "decode_columns needs a list of 9 or 16 bytearrays");
         return NULL;
     }
-    int nb = (int)PyList_GET_SIZE(bufs), with_headers = nb == NB_MAX;
+    int nb = (int)PyList_GET_SIZE(bufs), with_headers = nb == NB_MAX, exported = 0;
     Col col[NB_MAX];
     for (int b = 0; b < nb; b++) {
         PyObject *ba = PyList_GET_ITEM(bufs, b);
@@ -600,9 +636,13 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         col[b].ba = ba;
         col[b].len = col[b].orig = PyByteArray_GET_SIZE(ba);
+        col[b].cap = col_capacity(ba);
+        col[b].p = (uint8_t *)((PyByteArrayObject *)ba)->ob_start;
         col[b].last = col[b].len ? col_ptr(&col[b])[col[b].len - 1] : 0;
+        if (((PyByteArrayObject *)ba)->ob_exports > 0)
+            exported = 1;
     }
-    if (!PyBytes_CheckExact(data))
+    if (!PyBytes_CheckExact(data) || exported)
         Py_RETURN_NONE;
     for (int a = 2; a < 9; a++)
         if (!(PyLong_CheckExact(args[a]) || (a == 5 && args[a] == Py_None)))
@@ -748,24 +788,20 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (i != end)
         goto bail;
     for (int b = 0; b < nb; b++)
-        if (PyByteArray_Resize(col[b].ba, col[b].len) < 0)
-            goto fail;
+        col_finish(&col[b], col[b].len);
     return Py_BuildValue("(LL)", appended, left_out);
 bail:
     for (int b = 0; b < nb; b++) {
-        if (PyByteArray_Resize(col[b].ba, col[b].orig) < 0)
-            return NULL;
+        col_finish(&col[b], col[b].orig);
         if (col_is_bitmap[b] && col[b].orig)
             col_ptr(&col[b])[col[b].orig - 1] = col[b].last;
     }
     Py_RETURN_NONE;
 fail:
     for (int b = 0; b < nb; b++) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        if (PyByteArray_Resize(col[b].ba, col[b].orig) == 0 && col_is_bitmap[b] && col[b].orig)
+        col_finish(&col[b], col[b].orig);
+        if (col_is_bitmap[b] && col[b].orig)
             col_ptr(&col[b])[col[b].orig - 1] = col[b].last;
-        PyErr_Restore(et, ev, tb);
     }
     return NULL;
 }
