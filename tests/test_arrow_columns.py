@@ -51,15 +51,18 @@ def _batch(
     return bytes(buf)
 
 
-def _add(cols: columns.ColumnBuffers, data: bytes, min_offset: int, limit: int) -> str:
-    """Every batch of ``data`` added (CRCs unchecked); the return values or the KafkaError,
-    and the buffers' bytes after, as one comparable string."""
+def _add(
+    cols: columns.ColumnBuffers, data: bytes, min_offset: int, limit: int, view: bool = True
+) -> str:
+    """Every batch of ``data`` added (CRCs unchecked), its records section as the consumer
+    passes it (``view``: a memoryview of the fetched bytes when uncompressed) or as bytes; the
+    return values or the KafkaError, and the buffers' bytes after, as one comparable string."""
     log = []
     try:
         for b in iter_batches(data, check_crcs=False):
             log.append(
                 cols.add_batch(
-                    b.records_data(),
+                    b.records_section() if view else b.records_data(),
                     b.record_count,
                     b.base_offset,
                     b.base_timestamp,
@@ -114,7 +117,7 @@ def test_both_paths_fill_the_same_buffers_and_raise_the_same(
 
     def run(buf: bytes) -> str:
         cols = columns.ColumnBuffers(headers)
-        _add(cols, first, 0, 1 << 40)
+        _add(cols, first, 0, 1 << 40, view=False)
         return _add(cols, buf, 1000 + min_offset, limit)
 
     native, pure = _both(lambda: run(bytes(data)))

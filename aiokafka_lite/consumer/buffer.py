@@ -190,7 +190,7 @@ class PartitionBuffer:
                 if type(batch) is RecordBatch:
                     ts = batch.timestamp_type
                     left_out = cols.add_batch(
-                        batch.records_data(),
+                        batch.records_section(),
                         batch.record_count,
                         batch.base_offset,
                         batch.base_timestamp,

@@ -91,7 +91,7 @@ class ColumnBuffers:
 
     def add_batch(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         count: int,
         base_offset: int,
         base_timestamp: int,
@@ -101,7 +101,7 @@ class ColumnBuffers:
         limit: int,
     ) -> int:
         """Append the records at or after ``min_offset`` of an uncompressed v2 records
-        section, at most ``limit`` of them; returns the offset of the first record the limit
+        section (bytes, or a view of them), at most ``limit`` of them; returns the offset of the first record the limit
         left out, else -1. The whole section is checked (``CorruptRecordException``, nothing
         appended) whatever the limit."""
         if native is not None:
@@ -118,6 +118,8 @@ class ColumnBuffers:
             )
             if out is not None:
                 return int(out[1])
+        if type(data) is not bytes:
+            data = bytes(data)
         rows = py_decode_records(data, count, base_offset, base_timestamp, log_append_time)
         return self.add_rows(rows, timestamp_type, min_offset, limit)
 

@@ -614,13 +614,43 @@ col_binary(Col *valid, Col *offsets, Col *bytes, Py_ssize_t idx, const uint8_t *
 static const int col_is_bitmap[NB_MAX] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
 
 static PyObject *
+decode_columns_in(PyObject *const *args, Py_ssize_t nargs, const uint8_t *p, Py_ssize_t end);
+
+/* `data`: bytes, or a C-contiguous memoryview of bytes (a batch's records section read in
+ * place, without the copy into bytes) */
+static PyObject *
 decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "decode_columns takes 9 positional arguments");
         return NULL;
     }
-    PyObject *bufs = args[0], *data = args[1];
+    PyObject *data = args[1];
+    if (PyBytes_CheckExact(data))
+        return decode_columns_in(args, nargs, (const uint8_t *)PyBytes_AS_STRING(data),
+                                 PyBytes_GET_SIZE(data));
+    if (!PyMemoryView_Check(data))
+        return decode_columns_in(args, nargs, NULL, 0); /* None: the pure path decides */
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_BufferError))
+            return NULL;
+        PyErr_Clear(); /* not plain contiguous bytes */
+        return decode_columns_in(args, nargs, NULL, 0);
+    }
+    PyObject *out = decode_columns_in(args, nargs, (const uint8_t *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyObject *
+decode_columns_in(PyObject *const *args, Py_ssize_t nargs, const uint8_t *p, Py_ssize_t end)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "decode_columns takes 9 positional arguments");
+        return NULL;
+    }
+    PyObject *bufs = args[0];
     if (!PyList_CheckExact(bufs)
         || (PyList_GET_SIZE(bufs) != NB_PLAIN && PyList_GET_SIZE(bufs) != NB_MAX)) {
         PyErr_SetString(PyExc_TypeError, "decode_columns needs a list of 9 or 16 bytearrays");
@@ -642,7 +672,7 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (((PyByteArrayObject *)ba)->ob_exports > 0)
             exported = 1;
     }
-    if (!PyBytes_CheckExact(data) || exported)
+    if (p == NULL || exported)
         Py_RETURN_NONE;
     for (int a = 2; a < 9; a++)
         if (!(PyLong_CheckExact(args[a]) || (a == 5 && args[a] == Py_None)))
@@ -670,8 +700,6 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (o2 || count < 0 || ts_type < INT32_MIN || ts_type > INT32_MAX)
         Py_RETURN_NONE;
-    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(data);
-    Py_ssize_t end = PyBytes_GET_SIZE(data);
     if (count > end / 7)
         Py_RETURN_NONE;
     /* room for the whole section up front: one resize per buffer, not one per growth step */
