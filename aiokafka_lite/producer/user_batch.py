@@ -45,6 +45,8 @@ class BatchBuilder:
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
+        self._append = builder.append
+        self._buf = builder._buf
         self._native: Any = None
         if native is not None and key_serializer is None and value_serializer is None:
             try:
@@ -70,10 +72,13 @@ class BatchBuilder:
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         ts = _time_ns() // 1000000 if timestamp is None else int(timestamp)
-        meta = _append_to(self._builder, ts, key, value, headers)
-        if meta is None:
+        buf = self._buf  # the builder's buffer: grows in place until build()
+        before = len(buf)
+        idx = self._append(ts, key, value, headers or ())
+        if idx is None:
             self._closed = True
-        return meta
+            return None
+        return _new_meta(BatchRecordMetadata, (idx, ts, len(buf) - before))
 
     @property
     def _first_ts(self) -> int | None:
