@@ -45,8 +45,6 @@ class BatchBuilder:
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
-        self._append = builder.append
-        self._buf = builder._buf
         self._native: Any = None
         if native is not None and key_serializer is None and value_serializer is None:
             try:
@@ -72,9 +70,10 @@ class BatchBuilder:
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         ts = _time_ns() // 1000000 if timestamp is None else int(timestamp)
-        buf = self._buf  # the builder's buffer: grows in place until build()
+        builder = self._builder  # its append, looked up now: after build() it raises
+        buf = builder._buf  # the builder's buffer: grows in place until build()
         before = len(buf)
-        idx = self._append(ts, key, value, headers or ())
+        idx = builder.append(ts, key, value, headers or ())
         if idx is None:
             self._closed = True
             return None
