@@ -492,7 +492,11 @@ defer:
 #define NB_MAX 16
 #define NB_PLAIN 9
 
+#if defined(__GNUC__) || defined(__clang__)
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE static inline
+#endif
 
 /* A buffer is written past its logical size, inside its allocation (`cap` bytes from ob_start,
  * the trailing NUL excluded), and given its final size once at the end (col_finish): one
