@@ -46,9 +46,9 @@ class BatchBuilder:
         self._value_serializer = value_serializer
         self._closed = False
         self._native: Any = None
-        if native is not None and key_serializer is None and value_serializer is None:
+        if _batch_appender is not None and key_serializer is None and value_serializer is None:
             try:
-                self._native = native.batch_appender(builder, BatchRecordMetadata, _append_to)
+                self._native = _batch_appender(builder, BatchRecordMetadata, _append_to)
             except TypeError:  # not a RecordBatchBuilder: the Python path
                 pass
             else:
@@ -115,3 +115,5 @@ def _append_to(
 
 _new_meta = tuple.__new__
 _time_ns = time.time_ns
+#: the compiled appender (None without the codec, or with a build of it older than this code)
+_batch_appender = getattr(native, "batch_appender", None)

@@ -35,7 +35,11 @@ from aiokafka_lite.records._native import native
 
 from .v2_records import py_decode_records
 
-__all__ = ["ColumnBuffers"]
+__all__ = ["ColumnBuffers", "TAKES_VIEWS"]
+
+#: True when :meth:`ColumnBuffers.add_batch` is best given a view of the fetched bytes (the
+#: compiled codec decodes it in place; a build older than that, and the pure path, want bytes)
+TAKES_VIEWS = bool(getattr(native, "TAKES_VIEWS", False))
 
 _INT64 = 1 << 63
 _INT32 = (1 << 31) - 1

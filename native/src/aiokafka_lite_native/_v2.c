@@ -1421,5 +1421,9 @@ PyInit__v2(void)
         return NULL;
     if (PyType_Ready(&AppenderType) < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* decode_columns reads a memoryview in place (older builds took bytes only) */
+    if (m != NULL && PyModule_AddIntConstant(m, "TAKES_VIEWS", 1) < 0)
+        Py_CLEAR(m);
+    return m;
 }
