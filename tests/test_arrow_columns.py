@@ -51,15 +51,18 @@ def _batch(
     return bytes(buf)
 
 
-def _add(cols: columns.ColumnBuffers, data: bytes, min_offset: int, limit: int) -> str:
-    """Every batch of ``data`` added (CRCs unchecked); the return values or the KafkaError,
-    and the buffers' bytes after, as one comparable string."""
+def _add(
+    cols: columns.ColumnBuffers, data: bytes, min_offset: int, limit: int, view: bool = True
+) -> str:
+    """Every batch of ``data`` added (CRCs unchecked), its records section as the consumer
+    passes it (``view``: a memoryview of the fetched bytes when uncompressed) or as bytes; the
+    return values or the KafkaError, and the buffers' bytes after, as one comparable string."""
     log = []
     try:
         for b in iter_batches(data, check_crcs=False):
             log.append(
                 cols.add_batch(
-                    b.records_data(),
+                    b.records_section() if view else b.records_data(),
                     b.record_count,
                     b.base_offset,
                     b.base_timestamp,
@@ -114,7 +117,7 @@ def test_both_paths_fill_the_same_buffers_and_raise_the_same(
 
     def run(buf: bytes) -> str:
         cols = columns.ColumnBuffers(headers)
-        _add(cols, first, 0, 1 << 40)
+        _add(cols, first, 0, 1 << 40, view=False)
         return _add(cols, buf, 1000 + min_offset, limit)
 
     native, pure = _both(lambda: run(bytes(data)))
@@ -290,3 +293,34 @@ def test_key_hashes_are_the_partitioners(keys: list[Any], parts: int, sliced: in
     out = columns.native.key_hashes((*arr.buffers(), arr.offset), len(keys), parts)
     got = list(pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(out)]).to_pylist())
     assert got == [-1 if k is None else positive_murmur2(k) % parts for k in keys]
+
+
+def test_many_batches_into_one_buffer_set_and_an_exported_buffer() -> None:
+    # one getmany_arrow() call's buffers over hundreds of batches: the compiled path writes
+    # past the bytearrays' logical sizes and reallocates only when an allocation doubles; the
+    # bytes must still be the pure path's. A buffer held by a memoryview (never the case in
+    # getmany_arrow(), whose buffers are new for each call): the compiled path leaves the batch
+    # to the pure one, so both raise BufferError with the same buffers after.
+    data = b"".join(
+        _batch(
+            [(7 * i + j, None if (i + j) % 5 == 0 else b"k%d" % j, b"v" * ((i * j) % 700), [])
+             for j in range(i % 9 + 1)],
+            base=10 * i,
+        )
+        for i in range(300)
+    )  # fmt: skip
+    native, pure = _both(lambda: _add(columns.ColumnBuffers(True), data, 0, 1 << 40))
+    assert native == pure and "Error" not in native
+
+    def exported() -> str:
+        cols = columns.ColumnBuffers(False)
+        _add(cols, data[: len(data) // 3], 0, 1 << 40)
+        with memoryview(cols.bufs[5]):
+            try:
+                _add(cols, data, 0, 1 << 40)
+            except BufferError as exc:
+                return f"BufferError: {exc} " + repr([bytes(x) for x in cols.bufs])
+        return "no error"
+
+    native, pure = _both(exported)
+    assert native == pure and native.startswith("BufferError")

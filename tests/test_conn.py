@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
 import time
 import tracemalloc
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._sasl import ScramClient
 from aiokafka_lite.conn import BrokerConnection
 from aiokafka_lite.protocol import messages as m
+from aiokafka_lite.protocol.session import Session
 from tests.fake_broker import FakeBroker, FakeConn
 
 
@@ -490,3 +494,46 @@ async def test_random_garbage_never_hangs():
             for f in futs:
                 assert isinstance(f.exception(), Errors.KafkaError), (blob, f.exception())
             conn.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies=st.lists(st.binary(max_size=300), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(0, 3000), max_size=12),
+)
+def test_session_reads_frames_however_the_stream_is_cut(
+    bodies: list[bytes], cuts: list[int]
+) -> None:
+    # response frames split at any byte (inside a size prefix, a correlation id, between
+    # frames) come out whole, in order, each payload once; an incomplete tail is kept
+    session = Session("c", 1 << 20, "peer")
+    stream = b""
+    for corr, body in enumerate(bodies):
+        session.pending[corr] = f"entry {corr}"
+        stream += struct.pack(">ii", 4 + len(body), corr) + body
+    points = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    got = []
+    for a, b in itertools.pairwise(points):
+        got += list(session.responses(stream[a:b]))
+        assert session.buffered == b - sum(4 + len(x[2]) for x in got)
+    assert got == [
+        (corr, f"entry {corr}", struct.pack(">i", corr) + body) for corr, body in enumerate(bodies)
+    ]
+    assert all(type(p) is bytes for _, _, p in got) and session.buffered == 0
+    assert not session.pending
+
+
+def test_session_refuses_a_bad_size_or_an_unknown_correlation_id_however_cut() -> None:
+    for split in (2, 5, 9):
+        session = Session("c", 100, "peer")
+        session.pending[1] = "entry"
+        stream = struct.pack(">ii", 4 + 200, 1) + bytes(200)
+        with pytest.raises(Errors.KafkaProtocolError, match=r"outside 4\.\.100"):
+            for chunk in (stream[:split], stream[split:]):
+                list(session.responses(chunk))
+        session = Session("c", 1000, "peer")
+        session.pending[1] = "entry"
+        stream = struct.pack(">ii", 4 + 200, 7) + bytes(200)
+        with pytest.raises(Errors.CorrelationIdError, match="correlation id 7"):
+            for chunk in (stream[:split], stream[split:]):
+                list(session.responses(chunk))

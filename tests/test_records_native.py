@@ -12,8 +12,10 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiokafka_lite.errors import KafkaError
+from aiokafka_lite.producer import user_batch
+from aiokafka_lite.producer.user_batch import BatchBuilder, BatchRecordMetadata
 from aiokafka_lite.records import (
     CODEC_GZIP,
     CODEC_LZ4,
@@ -311,3 +315,86 @@ def test_builder_encodes_the_same_bytes_past_the_tables() -> None:
     assert native == pure
     assert "TypeError" in native and "IllegalArgumentError" in native
     assert RecordBatchBuilder.append is batch_builder._append_native
+
+
+_user_ts = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 20_000),  # offsets from the base: the encoded-in-C path
+    st.floats(0, 20_000, allow_nan=False),
+    st.sampled_from(["12", "x", b"1", 1.5e300]),  # None (now): the test below
+)
+_user_append = st.tuples(_user_ts, _bytes_like, _bytes_like, st.one_of(st.none(), _headers))
+
+
+def _user_fill(native_path: bool, items: list[Any], codec: int, limit: int, close_at: int) -> str:
+    """The public BatchBuilder (producer.create_batch()) filled through its compiled append or
+    its Python method: every return value or error, the first timestamp, the built bytes, and
+    an append after close() and after build()."""
+    builder = RecordBatchBuilder(codec, batch_size=limit)
+    bb = BatchBuilder(builder, limit, None, None)
+    assert ("append" in vars(bb)) == (bb._native is not None)  # the compiled one, when built
+    append = bb.append if native_path else partial(BatchBuilder.append, bb)
+    log = []
+    for i, (ts, key, value, headers) in enumerate(items):
+        if i == close_at:
+            bb.close()
+        try:
+            meta = append(timestamp=ts, key=key, value=value, headers=headers)
+            log.append(repr(meta) if meta is None else repr((type(meta), tuple(meta), meta.crc)))
+        except (KafkaError, TypeError, ValueError) as exc:
+            log.append(f"{type(exc).__name__}: {exc}")
+    log.append(f"first {bb._first_ts} count {bb.record_count()} size {bb.size()}")
+    out = builder.build().hex()
+    try:
+        log.append(repr(append(timestamp=1, key=None, value=b"after build")))
+    except KafkaError as exc:
+        log.append(f"{type(exc).__name__}: {exc}")
+    return "\n".join(log) + "\n" + out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(_user_append, max_size=30),
+    codec=st.sampled_from(ALL_CODECS),
+    limit=st.integers(61, 3000),
+    base=st.integers(0, 2**41),
+    close_at=st.integers(0, 40),
+)
+def test_user_batch_append_is_the_same_both_ways(
+    items: list[Any], codec: int, limit: int, base: int, close_at: int
+) -> None:
+    # producer.create_batch()'s BatchBuilder.append: the compiled appender (no Python frame
+    # per record) against the Python method, on the same records: same metadata, same errors
+    # (bad timestamps, str values), same bytes, the same refusal once full, closed or built
+    items = [
+        (base + ts if isinstance(ts, int) and 0 <= ts <= 20_000 else ts, *rest)
+        for ts, *rest in items
+    ]
+    assert _user_fill(True, items, codec, limit, close_at) == _user_fill(
+        False, items, codec, limit, close_at
+    )
+
+
+def test_user_batch_append_stamps_now_and_keeps_a_cached_record_count() -> None:
+    # timestamp=None stamps the wall clock (ms), as the Python path; >127 records in one batch
+    # (the counts past the small-int cache), keyed records, and the metadata's type
+    if user_batch._batch_appender is None:
+        pytest.skip("the installed aiokafka_lite_native predates batch_appender: make native")
+    bb = BatchBuilder(RecordBatchBuilder(CODEC_NONE, batch_size=1 << 20), 1 << 20, None, None)
+    assert bb._native is not None
+    before = time.time_ns() // 1_000_000
+    metas = [bb.append(key=b"k%d" % i, value=b"v" * i) for i in range(300)]
+    after = time.time_ns() // 1_000_000
+    assert all(isinstance(m, BatchRecordMetadata) for m in metas)
+    assert [m.offset for m in metas] == list(range(300))
+    assert all(before <= m.timestamp <= after for m in metas)
+    assert bb._first_ts == metas[0].timestamp and bb.record_count() == 300
+    with pytest.raises(TypeError):
+        bb.append(b"positional")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'partition'"):
+        bb.append(value=b"x", partition=1)
+    batch = next(iter_batches(bytes(bb._builder.build())))
+    assert [r.key for r in batch.records()][:3] == [b"k0", b"k1", b"k2"]
+    # serializers: the Python method (the compiled appender takes raw bytes only)
+    ser = BatchBuilder(RecordBatchBuilder(CODEC_NONE), 16384, None, str.encode)
+    assert ser._native is None and ser.append(value="text") is not None

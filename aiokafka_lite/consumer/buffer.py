@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from aiokafka_lite.records.columns import ColumnBuffers
+from aiokafka_lite.records.columns import TAKES_VIEWS, ColumnBuffers
 from aiokafka_lite.records.reader import RecordBatch, iter_batches
 from aiokafka_lite.records.v2_records import MIN_OFFSET
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
@@ -190,7 +190,7 @@ class PartitionBuffer:
                 if type(batch) is RecordBatch:
                     ts = batch.timestamp_type
                     left_out = cols.add_batch(
-                        batch.records_data(),
+                        batch.records_section() if TAKES_VIEWS else batch.records_data(),
                         batch.record_count,
                         batch.base_offset,
                         batch.base_timestamp,

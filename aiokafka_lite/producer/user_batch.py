@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from aiokafka_lite.producer.batch import Headers
+from aiokafka_lite.records._native import native
 
 __all__ = ["BatchBuilder", "BatchRecordMetadata"]
 
@@ -26,7 +27,11 @@ class BatchRecordMetadata(NamedTuple):
 
 
 class BatchBuilder:
-    """A batch filled by the caller and submitted with ``producer.send_batch()`` (aiokafka API)."""
+    """A batch filled by the caller and submitted with ``producer.send_batch()`` (aiokafka API).
+
+    With the compiled codec and no serializers, ``append`` is the compiled twin of the method
+    below (``aiokafka_lite_native`` ``batch_appender``): the same records, bytes, metadata and
+    errors (tests/test_records_native.py compares them), without a Python frame per record."""
 
     def __init__(
         self,
@@ -40,9 +45,14 @@ class BatchBuilder:
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._closed = False
-        self._first_ts: int | None = None
-        self._append = builder.append
-        self._buf = builder._buf
+        self._native: Any = None
+        if _batch_appender is not None and key_serializer is None and value_serializer is None:
+            try:
+                self._native = _batch_appender(builder, BatchRecordMetadata, _append_to)
+            except TypeError:  # not a RecordBatchBuilder: the Python path
+                pass
+            else:
+                self.append = self._native  # type: ignore[method-assign]
 
     def append(
         self,
@@ -60,19 +70,26 @@ class BatchBuilder:
         if self._value_serializer is not None:
             value = self._value_serializer(value)
         ts = _time_ns() // 1000000 if timestamp is None else int(timestamp)
-        buf = self._buf  # the builder's buffer: grows in place until build()
+        builder = self._builder  # its append, looked up now: after build() it raises
+        buf = builder._buf  # the builder's buffer: grows in place until build()
         before = len(buf)
-        idx = self._append(ts, key, value, headers or ())
+        idx = builder.append(ts, key, value, headers or ())
         if idx is None:
             self._closed = True
             return None
-        if not idx:
-            self._first_ts = ts
         return _new_meta(BatchRecordMetadata, (idx, ts, len(buf) - before))
+
+    @property
+    def _first_ts(self) -> int | None:
+        """The first record's timestamp (None before it)."""
+        builder = self._builder
+        return int(builder._base_ts) if builder.record_count else None
 
     def close(self) -> None:
         """Refuse further appends (the batch may still be submitted)."""
         self._closed = True
+        if self._native is not None:
+            self._native.closed = True
 
     def record_count(self) -> int:
         """Number of records appended."""
@@ -83,5 +100,20 @@ class BatchBuilder:
         return int(self._builder.size_in_bytes())
 
 
+def _append_to(
+    builder: Any, ts: int, key: Any, value: Any, headers: Headers | None
+) -> BatchRecordMetadata | None:
+    """One record into the RecordBatchBuilder ``builder``: its metadata, None when it is full
+    (the compiled appender's path for any record it does not encode itself)."""
+    buf = builder._buf  # the builder's buffer: grows in place until build()
+    before = len(buf)
+    idx = builder.append(ts, key, value, headers or ())
+    if idx is None:
+        return None
+    return _new_meta(BatchRecordMetadata, (idx, ts, len(buf) - before))
+
+
 _new_meta = tuple.__new__
 _time_ns = time.time_ns
+#: the compiled appender (None without the codec, or with a build of it older than this code)
+_batch_appender = getattr(native, "batch_appender", None)

@@ -39,7 +39,16 @@ class Session:
     entry, oldest first (Kafka answers in order); the shell reads and writes it directly.
     """
 
-    __slots__ = ("client_id", "max_response_size", "peer", "pending", "_next_corr", "_rbuf")
+    __slots__ = (
+        "client_id",
+        "max_response_size",
+        "peer",
+        "pending",
+        "_next_corr",
+        "_parts",
+        "_have",
+        "_need",
+    )
 
     def __init__(self, client_id: str, max_response_size: int, peer: str) -> None:
         self.client_id = client_id
@@ -47,12 +56,17 @@ class Session:
         self.peer = peer  # "host:port", for error messages
         self.pending: dict[int, Any] = {}
         self._next_corr = 0
-        self._rbuf = bytearray()  # the start of a frame not yet complete
+        # the start of a frame not yet complete: its chunks as received (joined once, when the
+        # frame is complete: one copy of a large response), their total size, and the frame's
+        # whole size with its 4-byte prefix (0 while the prefix itself is incomplete)
+        self._parts: list[Any] = []
+        self._have = 0
+        self._need = 0
 
     @property
     def buffered(self) -> int:
         """Bytes of an incomplete frame received so far."""
-        return len(self._rbuf)
+        return self._have
 
     def frame(self, request: Any, version: int) -> tuple[int, bytearray]:
         """``request`` encoded as a frame under the next correlation id: ``(id, frame)``.
@@ -69,49 +83,69 @@ class Session:
         ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is read, and a
         correlation id matching no pending request ``CorrelationIdError``. Stopping the
         iteration early drops what was not yet yielded (the stream is closing)."""
-        buf = self._rbuf
-        if buf:
-            buf += data
-            view: bytes | bytearray = buf
-        else:
-            view = data
-        end = len(view)
+        parts = self._parts
+        if parts:
+            parts.append(data)
+            have = self._have + len(data)
+            need = self._need
+            if need and have < need:
+                self._have = have
+                return
+            if not need:  # the size prefix was incomplete (a few bytes): parsed below
+                if have < 4:
+                    self._have = have
+                    return
+                data = b"".join(parts)
+            else:  # the frame is complete: its payload in one copy
+                last = parts[-1]
+                extra = have - need  # bytes of the next frames, at the end of `last`
+                if extra:
+                    parts[-1] = memoryview(last)[: len(last) - extra]
+                parts[0] = memoryview(parts[0])[4:]
+                payload = b"".join(parts)
+                data = last[len(last) - extra :] if extra else b""
+            parts.clear()
+            self._have = self._need = 0
+            if need:
+                yield self._answer(payload)
+        end = len(data)
         pos = 0
         unpack = _I32.unpack_from
-        max_size = self.max_response_size
-        pending = self.pending
         while end - pos >= 4:
-            (size,) = unpack(view, pos)
-            if size < 4 or size > max_size:
+            (size,) = unpack(data, pos)
+            if size < 4 or size > self.max_response_size:
                 raise KafkaProtocolError(
                     f"response frame size {size} from {self.peer} is outside "
-                    f"4..{max_size} (max_response_size)"
+                    f"4..{self.max_response_size} (max_response_size)"
                 )
             stop = pos + 4 + size
-            if stop > end:
-                break
-            payload = (
-                view[pos + 4 : stop] if view is data else bytes(memoryview(buf)[pos + 4 : stop])
-            )
+            if stop > end:  # kept (the prefix in the first chunk) until the frame is complete
+                parts.append(memoryview(data)[pos:] if pos else data)
+                self._have = end - pos
+                self._need = 4 + size
+                return
+            payload = data[pos + 4 : stop]
             pos = stop
-            (corr,) = unpack(payload)
-            entry = pending.pop(corr, None)
-            if entry is None:
-                raise CorrelationIdError(
-                    f"response from {self.peer} has correlation id {corr}, "
-                    f"which matches no pending request"
-                )
-            yield corr, entry, payload
-        if view is data:
-            if pos < end:
-                buf += data[pos:] if pos else data
-        elif pos:
-            del buf[:pos]
+            yield self._answer(payload)
+        if pos < end:
+            parts.append(data[pos:])
+            self._have = end - pos
+
+    def _answer(self, payload: bytes) -> tuple[int, Any, bytes]:
+        (corr,) = _I32.unpack_from(payload)
+        entry = self.pending.pop(corr, None)
+        if entry is None:
+            raise CorrelationIdError(
+                f"response from {self.peer} has correlation id {corr}, "
+                f"which matches no pending request"
+            )
+        return corr, entry, payload
 
     def reset(self) -> dict[int, Any]:
         """Forget the stream (it closed): the pending entries, handed back, and the buffer."""
         pending, self.pending = self.pending, {}
-        self._rbuf = bytearray()
+        self._parts = []
+        self._have = self._need = 0
         return pending
 
 

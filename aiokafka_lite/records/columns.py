@@ -35,7 +35,11 @@ from aiokafka_lite.records._native import native
 
 from .v2_records import py_decode_records
 
-__all__ = ["ColumnBuffers"]
+__all__ = ["ColumnBuffers", "TAKES_VIEWS"]
+
+#: True when :meth:`ColumnBuffers.add_batch` is best given a view of the fetched bytes (the
+#: compiled codec decodes it in place; a build older than that, and the pure path, want bytes)
+TAKES_VIEWS = bool(getattr(native, "TAKES_VIEWS", False))
 
 _INT64 = 1 << 63
 _INT32 = (1 << 31) - 1
@@ -91,7 +95,7 @@ class ColumnBuffers:
 
     def add_batch(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         count: int,
         base_offset: int,
         base_timestamp: int,
@@ -101,7 +105,7 @@ class ColumnBuffers:
         limit: int,
     ) -> int:
         """Append the records at or after ``min_offset`` of an uncompressed v2 records
-        section, at most ``limit`` of them; returns the offset of the first record the limit
+        section (bytes, or a view of them), at most ``limit`` of them; returns the offset of the first record the limit
         left out, else -1. The whole section is checked (``CorruptRecordException``, nothing
         appended) whatever the limit."""
         if native is not None:
@@ -118,6 +122,8 @@ class ColumnBuffers:
             )
             if out is not None:
                 return int(out[1])
+        if type(data) is not bytes:
+            data = bytes(data)
         rows = py_decode_records(data, count, base_offset, base_timestamp, log_append_time)
         return self.add_rows(rows, timestamp_type, min_offset, limit)
 

@@ -171,6 +171,13 @@ class RecordBatch:
             return bytes(section)
         return decompress(self.compression_type, section, self._max_size)
 
+    def records_section(self) -> bytes | memoryview:
+        """:meth:`records_data` without the copy: the uncompressed section as a view of the
+        fetched bytes (decompressed sections are new bytes anyway)."""
+        if self.compression_type == CODEC_NONE:
+            return self._view[_HEADER_SIZE:]
+        return self.records_data()
+
     def record_tuples(self) -> list[RecordTuple]:
         """Decode every record into ``(offset, timestamp, key, value, headers)`` tuples."""
         return decode_records(

@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static PyObject *empty_tuple;
 
@@ -372,6 +373,47 @@ zigzag(int64_t v)
  * count 0, always fits), NotImplemented when the Python builder must encode it (a key or
  * value that is not bytes-like, a delta beyond int64). `tail` is the encoded header count
  * and headers (None: no headers). Nothing is written unless it returns True. */
+/* One record into `buf` (the Python builder's encoding, byte for byte): key/value NULL for a
+ * null one; tail = the encoded header count and headers. Returns its size in bytes, 0 when it
+ * does not fit in `limit` (count 0 always fits), -1 with an exception set. */
+static Py_ssize_t
+encode_record(PyObject *buf, long long count, long long delta, const char *kp, Py_ssize_t kl,
+              const char *vp, Py_ssize_t vl, const char *tp, Py_ssize_t tn, long long limit)
+{
+    /* attributes, timestampDelta, offsetDelta, key, value, headers */
+    Py_ssize_t kn = kp == NULL ? 1 : put_uvarint(NULL, zigzag(kl)) + kl;
+    Py_ssize_t vn = vp == NULL ? 1 : put_uvarint(NULL, zigzag(vl)) + vl;
+    Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count)) + kn
+                    + vn + tn;
+    Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
+    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
+    if (count && (long long)old + total > limit)
+        return 0;
+    if (PyByteArray_Resize(buf, old + total) < 0)
+        return -1;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
+    p += put_uvarint(p, zigzag(rl));
+    *p++ = 0;
+    p += put_uvarint(p, zigzag(delta));
+    p += put_uvarint(p, zigzag(count));
+    if (kp == NULL)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(kl));
+        memcpy(p, kp, kl);
+        p += kl;
+    }
+    if (vp == NULL)
+        *p++ = 1;
+    else {
+        p += put_uvarint(p, zigzag(vl));
+        memcpy(p, vp, vl);
+        p += vl;
+    }
+    memcpy(p, tp, tn);
+    return total;
+}
+
 static PyObject *
 append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -415,48 +457,17 @@ append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyBuffer_Release(&kb);
         goto defer;
     }
-    PyObject *result = NULL;
-    /* attributes, timestampDelta, offsetDelta, key, value, headers */
-    Py_ssize_t kn = key == Py_None ? 1 : put_uvarint(NULL, zigzag(kb.len)) + kb.len;
-    Py_ssize_t vn = value == Py_None ? 1 : put_uvarint(NULL, zigzag(vb.len)) + vb.len;
-    Py_ssize_t rl = 1 + put_uvarint(NULL, zigzag(delta)) + put_uvarint(NULL, zigzag(count)) + kn
-                    + vn + tn;
-    Py_ssize_t total = put_uvarint(NULL, zigzag(rl)) + rl;
-    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-    if (count && (long long)old + total > limit) {
-        result = Py_None;
-        goto done;
-    }
-    if (PyByteArray_Resize(buf, old + total) < 0)
-        goto done;
-    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(buf) + old;
-    p += put_uvarint(p, zigzag(rl));
-    *p++ = 0;
-    p += put_uvarint(p, zigzag(delta));
-    p += put_uvarint(p, zigzag(count));
-    if (key == Py_None)
-        *p++ = 1;
-    else {
-        p += put_uvarint(p, zigzag(kb.len));
-        memcpy(p, kb.buf, kb.len);
-        p += kb.len;
-    }
-    if (value == Py_None)
-        *p++ = 1;
-    else {
-        p += put_uvarint(p, zigzag(vb.len));
-        memcpy(p, vb.buf, vb.len);
-        p += vb.len;
-    }
-    memcpy(p, tp, tn);
-    result = Py_True;
-done:
+    Py_ssize_t size = encode_record(buf, count, delta, key == Py_None ? NULL : kb.buf, kb.len,
+                                    value == Py_None ? NULL : vb.buf, vb.len, tp, tn, limit);
     if (key != Py_None)
         PyBuffer_Release(&kb);
     if (value != Py_None)
         PyBuffer_Release(&vb);
-    Py_XINCREF(result);
-    return result;
+    if (size < 0)
+        return NULL;
+    if (size == 0)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 defer:
     if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError))
         return NULL;
@@ -481,32 +492,72 @@ defer:
 #define NB_MAX 16
 #define NB_PLAIN 9
 
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE static inline
+#endif
+
+/* A buffer is written past its logical size, inside its allocation (`cap` bytes from ob_start,
+ * the trailing NUL excluded), and given its final size once at the end (col_finish): one
+ * reallocation per doubling of the allocation, never one per call, and no shrink-and-regrow
+ * copy between the batches of one getmany_arrow() call. Buffers with exports (a memoryview) are
+ * left to the Python path, whose `+=` raises BufferError. */
 typedef struct {
     PyObject *ba;
+    uint8_t *p;      /* ob_start (NULL: nothing allocated) */
     Py_ssize_t len;  /* bytes written */
+    Py_ssize_t cap;  /* bytes writable from ob_start */
     Py_ssize_t orig; /* size on entry, for the rollback */
     uint8_t last;    /* a bitmap's last byte on entry */
 } Col;
 
-static inline int
-col_reserve(Col *c, Py_ssize_t extra)
+ALWAYS_INLINE Py_ssize_t
+col_capacity(PyObject *ba)
 {
-    Py_ssize_t need = c->len + extra, have = PyByteArray_GET_SIZE(c->ba);
-    if (need <= have)
-        return 0;
-    Py_ssize_t grow = have + (have >> 1);
+    PyByteArrayObject *b = (PyByteArrayObject *)ba;
+    return b->ob_alloc ? b->ob_alloc - (b->ob_start - b->ob_bytes) - 1 : 0;
+}
+
+static int
+col_grow(Col *c, Py_ssize_t need)
+{
+    Py_ssize_t grow = 2 * c->cap;
     if (grow < need)
         grow = need;
-    return PyByteArray_Resize(c->ba, grow);
+    Py_SET_SIZE(c->ba, c->len); /* every byte written so far is kept by the reallocation */
+    if (PyByteArray_Resize(c->ba, grow) < 0)
+        return -1;
+    c->cap = col_capacity(c->ba);
+    c->p = (uint8_t *)((PyByteArrayObject *)c->ba)->ob_start;
+    return 0;
 }
 
-static inline uint8_t *
+ALWAYS_INLINE int
+col_reserve(Col *c, Py_ssize_t extra)
+{
+    Py_ssize_t need = c->len + extra;
+    if (need <= c->cap)
+        return 0;
+    return col_grow(c, need);
+}
+
+ALWAYS_INLINE uint8_t *
 col_ptr(Col *c)
 {
-    return (uint8_t *)PyByteArray_AS_STRING(c->ba);
+    return c->p;
 }
 
-static inline int
+/* the logical size set to `len` (inside the allocation: no reallocation) */
+static void
+col_finish(Col *c, Py_ssize_t len)
+{
+    Py_SET_SIZE(c->ba, len);
+    if (c->cap)
+        col_ptr(c)[len] = 0;
+}
+
+ALWAYS_INLINE int
 col_put(Col *c, const void *src, Py_ssize_t n)
 {
     if (col_reserve(c, n) < 0)
@@ -516,14 +567,14 @@ col_put(Col *c, const void *src, Py_ssize_t n)
     return 0;
 }
 
-static inline int
+ALWAYS_INLINE int
 col_i32(Col *c, int32_t v)
 {
     uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     return col_put(c, b, 4);
 }
 
-static inline int
+ALWAYS_INLINE int
 col_i64(Col *c, int64_t v)
 {
     uint64_t u = (uint64_t)v;
@@ -534,7 +585,7 @@ col_i64(Col *c, int64_t v)
 }
 
 /* bit `idx` of a validity bitmap (bytes past the bitmap's length are zeroed first) */
-static inline int
+ALWAYS_INLINE int
 col_bit(Col *c, Py_ssize_t idx, int valid)
 {
     Py_ssize_t byte = idx >> 3;
@@ -551,7 +602,7 @@ col_bit(Col *c, Py_ssize_t idx, int valid)
 }
 
 /* a binary value: validity bit, end offset, bytes (size -1: null) */
-static inline int
+ALWAYS_INLINE int
 col_binary(Col *valid, Col *offsets, Col *bytes, Py_ssize_t idx, const uint8_t *p,
            int64_t size, int has_valid)
 {
@@ -567,19 +618,49 @@ col_binary(Col *valid, Col *offsets, Col *bytes, Py_ssize_t idx, const uint8_t *
 static const int col_is_bitmap[NB_MAX] = {1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0};
 
 static PyObject *
+decode_columns_in(PyObject *const *args, Py_ssize_t nargs, const uint8_t *p, Py_ssize_t end);
+
+/* `data`: bytes, or a C-contiguous memoryview of bytes (a batch's records section read in
+ * place, without the copy into bytes) */
+static PyObject *
 decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "decode_columns takes 9 positional arguments");
         return NULL;
     }
-    PyObject *bufs = args[0], *data = args[1];
+    PyObject *data = args[1];
+    if (PyBytes_CheckExact(data))
+        return decode_columns_in(args, nargs, (const uint8_t *)PyBytes_AS_STRING(data),
+                                 PyBytes_GET_SIZE(data));
+    if (!PyMemoryView_Check(data))
+        return decode_columns_in(args, nargs, NULL, 0); /* None: the pure path decides */
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_BufferError))
+            return NULL;
+        PyErr_Clear(); /* not plain contiguous bytes */
+        return decode_columns_in(args, nargs, NULL, 0);
+    }
+    PyObject *out = decode_columns_in(args, nargs, (const uint8_t *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyObject *
+decode_columns_in(PyObject *const *args, Py_ssize_t nargs, const uint8_t *p, Py_ssize_t end)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "decode_columns takes 9 positional arguments");
+        return NULL;
+    }
+    PyObject *bufs = args[0];
     if (!PyList_CheckExact(bufs)
         || (PyList_GET_SIZE(bufs) != NB_PLAIN && PyList_GET_SIZE(bufs) != NB_MAX)) {
         PyErr_SetString(PyExc_TypeError, "decode_columns needs a list of 9 or 16 bytearrays");
         return NULL;
     }
-    int nb = (int)PyList_GET_SIZE(bufs), with_headers = nb == NB_MAX;
+    int nb = (int)PyList_GET_SIZE(bufs), with_headers = nb == NB_MAX, exported = 0;
     Col col[NB_MAX];
     for (int b = 0; b < nb; b++) {
         PyObject *ba = PyList_GET_ITEM(bufs, b);
@@ -589,9 +670,13 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         col[b].ba = ba;
         col[b].len = col[b].orig = PyByteArray_GET_SIZE(ba);
+        col[b].cap = col_capacity(ba);
+        col[b].p = (uint8_t *)((PyByteArrayObject *)ba)->ob_start;
         col[b].last = col[b].len ? col_ptr(&col[b])[col[b].len - 1] : 0;
+        if (((PyByteArrayObject *)ba)->ob_exports > 0)
+            exported = 1;
     }
-    if (!PyBytes_CheckExact(data))
+    if (p == NULL || exported)
         Py_RETURN_NONE;
     for (int a = 2; a < 9; a++)
         if (!(PyLong_CheckExact(args[a]) || (a == 5 && args[a] == Py_None)))
@@ -619,8 +704,6 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (o2 || count < 0 || ts_type < INT32_MIN || ts_type > INT32_MAX)
         Py_RETURN_NONE;
-    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(data);
-    Py_ssize_t end = PyBytes_GET_SIZE(data);
     if (count > end / 7)
         Py_RETURN_NONE;
     /* room for the whole section up front: one resize per buffer, not one per growth step */
@@ -737,24 +820,20 @@ decode_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (i != end)
         goto bail;
     for (int b = 0; b < nb; b++)
-        if (PyByteArray_Resize(col[b].ba, col[b].len) < 0)
-            goto fail;
+        col_finish(&col[b], col[b].len);
     return Py_BuildValue("(LL)", appended, left_out);
 bail:
     for (int b = 0; b < nb; b++) {
-        if (PyByteArray_Resize(col[b].ba, col[b].orig) < 0)
-            return NULL;
+        col_finish(&col[b], col[b].orig);
         if (col_is_bitmap[b] && col[b].orig)
             col_ptr(&col[b])[col[b].orig - 1] = col[b].last;
     }
     Py_RETURN_NONE;
 fail:
     for (int b = 0; b < nb; b++) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        if (PyByteArray_Resize(col[b].ba, col[b].orig) == 0 && col_is_bitmap[b] && col[b].orig)
+        col_finish(&col[b], col[b].orig);
+        if (col_is_bitmap[b] && col[b].orig)
             col_ptr(&col[b])[col[b].orig - 1] = col[b].last;
-        PyErr_Restore(et, ev, tb);
     }
     return NULL;
 }
@@ -1052,6 +1131,252 @@ key_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- batch_appender: the public BatchBuilder.append() in C ----------------------------------
+ *
+ * batch_appender(builder, meta_cls, slow) -> appender
+ *
+ * `appender(*, timestamp=None, key=None, value=None, headers=None)` is
+ * aiokafka_lite.producer.user_batch.BatchBuilder.append without serializers: None once closed
+ * (`appender.closed`, set when a record does not fit), else the record appended to `builder`
+ * (a RecordBatchBuilder: its slots _buf, _count, _base_ts, _max_ts, _last_ts, _limit are read
+ * and written as its append() does) and its metadata `meta_cls((offset delta, timestamp,
+ * size))`. The common record (bytes or None key and value, no headers, the batch's first record
+ * or a timestamp 0..8191 ms after it, the builder not built) is encoded here; any other goes to
+ * `slow(builder, timestamp, key, value, headers)` (the Python path: its checks and errors),
+ * whose None closes the appender too. */
+enum { BA_BUF, BA_COUNT, BA_BASE, BA_MAX, BA_LAST, BA_LIMIT, BA_N };
+static const char *ba_names[BA_N] = {"_buf", "_count", "_base_ts", "_max_ts", "_last_ts", "_limit"};
+static PyObject *kw_timestamp, *kw_key, *kw_value, *kw_headers;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *builder;
+    PyTypeObject *meta;
+    PyObject *slow;
+    PyTypeObject *cls; /* type(builder) when made: another type (built) goes to `slow` */
+    Py_ssize_t off[BA_N];
+    char closed;
+    vectorcallfunc vectorcall;
+} Appender;
+
+static inline PyObject **
+ba_slot(Appender *a, int f)
+{
+    return (PyObject **)((char *)a->builder + a->off[f]);
+}
+
+static int
+ba_kwarg(PyObject *name, PyObject *val, PyObject **ts, PyObject **key, PyObject **value,
+         PyObject **headers)
+{
+    PyObject *names[4] = {kw_timestamp, kw_key, kw_value, kw_headers};
+    PyObject **outs[4] = {ts, key, value, headers};
+    for (int k = 0; k < 4; k++)
+        if (name == names[k]) {
+            *outs[k] = val;
+            return 0;
+        }
+    for (int k = 0; k < 4; k++)
+        if (PyUnicode_Check(name) && PyUnicode_Compare(name, names[k]) == 0) {
+            *outs[k] = val;
+            return 0;
+        }
+    PyErr_Format(PyExc_TypeError, "append() got an unexpected keyword argument '%S'", name);
+    return -1;
+}
+
+static PyObject *
+appender_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Appender *a = (Appender *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs) {
+        PyErr_Format(PyExc_TypeError, "append() takes keyword arguments only (%zd positional given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *ts = Py_None, *key = Py_None, *value = Py_None, *headers = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++)
+        if (ba_kwarg(PyTuple_GET_ITEM(kwnames, k), args[k], &ts, &key, &value, &headers) < 0)
+            return NULL;
+    if (a->closed)
+        Py_RETURN_NONE;
+    PyObject *tsobj;
+    if (ts == Py_None) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        tsobj = PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    }
+    else
+        tsobj = PyNumber_Long(ts); /* int(timestamp), as the Python path */
+    if (tsobj == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    int fast = Py_TYPE(a->builder) == a->cls && (key == Py_None || PyBytes_CheckExact(key))
+               && (value == Py_None || PyBytes_CheckExact(value))
+               && (headers == Py_None
+                   || ((PyTuple_CheckExact(headers) || PyList_CheckExact(headers))
+                       && Py_SIZE(headers) == 0));
+    for (int f = 0; fast && f < BA_N; f++)
+        fast = *ba_slot(a, f) != NULL;
+    long long t = 0, count = 0, base = 0, delta = 0, limit = 0, max_ts = 0;
+    int overflow = 0;
+    if (fast) {
+        t = PyLong_AsLongLongAndOverflow(tsobj, &overflow);
+        fast = !overflow;
+        count = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_COUNT), &overflow);
+        fast = fast && !overflow && count >= 0 && count < INT32_MAX;
+        limit = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_LIMIT), &overflow);
+        fast = fast && !overflow && PyByteArray_CheckExact(*ba_slot(a, BA_BUF));
+        if (PyErr_Occurred())
+            goto done;
+    }
+    if (fast && count) {
+        base = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_BASE), &overflow);
+        fast = !overflow && !__builtin_sub_overflow(t, base, &delta) && delta >= 0 && delta < 8192;
+        max_ts = PyLong_AsLongLongAndOverflow(*ba_slot(a, BA_MAX), &overflow);
+        fast = fast && !overflow;
+        if (PyErr_Occurred())
+            goto done;
+    }
+    else if (fast) /* the first record: _check_timestamp's range */
+        fast = t < LLONG_MAX - 8191;
+    if (!fast) {
+        result = PyObject_CallFunctionObjArgs(a->slow, a->builder, tsobj, key, value, headers, NULL);
+        if (result == Py_None)
+            a->closed = 1;
+        goto done;
+    }
+    Py_ssize_t size = encode_record(
+        *ba_slot(a, BA_BUF), count, delta, key == Py_None ? NULL : PyBytes_AS_STRING(key),
+        key == Py_None ? 0 : PyBytes_GET_SIZE(key), value == Py_None ? NULL : PyBytes_AS_STRING(value),
+        value == Py_None ? 0 : PyBytes_GET_SIZE(value), "\0", 1, limit);
+    if (size < 0)
+        goto done;
+    if (size == 0) {
+        a->closed = 1;
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *idx = Py_NewRef(*ba_slot(a, BA_COUNT)), *next = PyLong_FromLongLong(count + 1);
+    PyObject *nbytes = PyLong_FromSsize_t(size);
+    result = a->meta->tp_alloc(a->meta, 3);
+    if (next == NULL || nbytes == NULL || result == NULL) {
+        Py_DECREF(idx);
+        Py_XDECREF(next);
+        Py_XDECREF(nbytes);
+        Py_CLEAR(result);
+        goto done; /* the record is in the buffer but not counted: as a failed Python append */
+    }
+    Py_SETREF(*ba_slot(a, BA_COUNT), next);
+    Py_SETREF(*ba_slot(a, BA_LAST), Py_NewRef(tsobj));
+    if (!count) {
+        Py_SETREF(*ba_slot(a, BA_BASE), Py_NewRef(tsobj));
+        Py_SETREF(*ba_slot(a, BA_MAX), Py_NewRef(tsobj));
+    }
+    else if (t > max_ts)
+        Py_SETREF(*ba_slot(a, BA_MAX), Py_NewRef(tsobj));
+    PyTuple_SET_ITEM(result, 0, idx);
+    PyTuple_SET_ITEM(result, 1, Py_NewRef(tsobj));
+    PyTuple_SET_ITEM(result, 2, nbytes);
+done:
+    Py_DECREF(tsobj);
+    return result;
+}
+
+static int
+appender_traverse(Appender *a, visitproc visit, void *arg)
+{
+    Py_VISIT(a->builder);
+    Py_VISIT(a->meta);
+    Py_VISIT(a->slow);
+    Py_VISIT(a->cls);
+    return 0;
+}
+
+static int
+appender_clear(Appender *a)
+{
+    Py_CLEAR(a->builder);
+    Py_CLEAR(a->meta);
+    Py_CLEAR(a->slow);
+    Py_CLEAR(a->cls);
+    return 0;
+}
+
+static void
+appender_dealloc(Appender *a)
+{
+    PyObject_GC_UnTrack(a);
+    appender_clear(a);
+    PyObject_GC_Del(a);
+}
+
+static PyMemberDef appender_members[] = {
+    {"closed", T_BOOL, offsetof(Appender, closed), 0, "True once no record is taken any more."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiokafka_lite_native._v2.BatchAppender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "BatchBuilder.append() in C (see batch_appender).",
+    .tp_vectorcall_offset = offsetof(Appender, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_members = appender_members,
+};
+
+static PyObject *
+batch_appender(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "batch_appender takes 3 positional arguments");
+        return NULL;
+    }
+    PyObject *builder = args[0], *meta = args[1], *slow = args[2];
+    if (!PyType_Check(meta) || ((PyTypeObject *)meta)->tp_base != &PyTuple_Type
+        || ((PyTypeObject *)meta)->tp_basicsize != PyTuple_Type.tp_basicsize
+        || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "batch_appender needs a tuple subclass without fields and a callable");
+        return NULL;
+    }
+    PyTypeObject *cls = Py_TYPE(builder);
+    Py_ssize_t off[BA_N];
+    for (int f = 0; f < BA_N; f++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)cls, ba_names[f]);
+        if (d == NULL)
+            return NULL;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
+                 && ((PyMemberDescrObject *)d)->d_member->offset > 0;
+        off[f] = ok ? ((PyMemberDescrObject *)d)->d_member->offset : 0;
+        Py_DECREF(d);
+        if (!ok || cls->tp_setattro != PyObject_GenericSetAttr) {
+            PyErr_Format(PyExc_TypeError, "batch_appender: %s is not a slot", ba_names[f]);
+            return NULL;
+        }
+    }
+    Appender *a = PyObject_GC_New(Appender, &AppenderType);
+    if (a == NULL)
+        return NULL;
+    a->builder = Py_NewRef(builder);
+    a->meta = (PyTypeObject *)Py_NewRef(meta);
+    a->slow = Py_NewRef(slow);
+    a->cls = (PyTypeObject *)Py_NewRef(cls);
+    memcpy(a->off, off, sizeof(off));
+    a->closed = 0;
+    a->vectorcall = appender_call;
+    PyObject_GC_Track(a);
+    return (PyObject *)a;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, count, base_offset, base_timestamp, log_append_time, cls, topic, "
@@ -1070,6 +1395,8 @@ static PyMethodDef methods[] = {
     {"key_hashes", (PyCFunction)(void (*)(void))key_hashes, METH_FASTCALL,
      "key_hashes(key, n, parts) -> bytes: positive murmur2 of each key of an Arrow binary column "
      "modulo parts, as int32 (-1: null)."},
+    {"batch_appender", (PyCFunction)(void (*)(void))batch_appender, METH_FASTCALL,
+     "batch_appender(builder, meta_cls, slow) -> BatchBuilder.append in C (see the C source)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1087,5 +1414,16 @@ PyInit__v2(void)
     for (int f = 0; f < NFIELDS; f++)
         if ((field_names[f] = PyUnicode_InternFromString(names[f])) == NULL)
             return NULL;
-    return PyModule_Create(&module);
+    if ((kw_timestamp = PyUnicode_InternFromString("timestamp")) == NULL
+        || (kw_key = PyUnicode_InternFromString("key")) == NULL
+        || (kw_value = PyUnicode_InternFromString("value")) == NULL
+        || (kw_headers = PyUnicode_InternFromString("headers")) == NULL)
+        return NULL;
+    if (PyType_Ready(&AppenderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    /* decode_columns reads a memoryview in place (older builds took bytes only) */
+    if (m != NULL && PyModule_AddIntConstant(m, "TAKES_VIEWS", 1) < 0)
+        Py_CLEAR(m);
+    return m;
 }
