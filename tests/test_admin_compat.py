@@ -55,7 +55,11 @@ def _hints(fn: Any) -> dict[str, Any]:
 
 #: constructor arguments aiokafka's admin client lacks (README's differences table): keyword-only
 #: with defaults, so no aiokafka call changes meaning
-_OWN_EXTRAS = {"metadata_recovery_strategy", "metadata_recovery_rebootstrap_trigger_ms"}
+_OWN_EXTRAS = {
+    "metadata_recovery_strategy",
+    "metadata_recovery_rebootstrap_trigger_ms",
+    "enable_metrics_push",  # KIP-714, off by default as in Java's Admin
+}
 
 
 def _params(fn: Any) -> list[tuple[str, Any, Any]]:
