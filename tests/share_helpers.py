@@ -20,8 +20,17 @@ from aiokafka_lite.admin.config_resource import ConfigResource
 from aiokafka_lite.client import KafkaClient
 from aiokafka_lite.ops.share import supports_share_groups
 
-#: the broker's smallest acquisition lock (group.share.min.record.lock.duration.ms)
+#: the acquisition lock of the tests whose work and renewal timings are tuned to it (Kafka's
+#: default group.share.min.record.lock.duration.ms; the test brokers allow locks from 2 s)
 MIN_LOCK_MS = 15000
+#: the acquisition lock of the tests that wait for a lock to expire (the expiry is the scenario):
+#: short, so they do not wait 15 s, with seconds left for a busy machine to acknowledge in time
+#: once a record is delivered again
+EXPIRY_LOCK_MS = 6000
+#: the share heartbeat interval :func:`configure_group` sets unless told otherwise: a member gets
+#: its assignment (and notices a rebalance) a heartbeat after joining, 1 s instead of Kafka's 5 s
+#: (group.share.heartbeat.interval.ms; the test brokers allow it from 0.5 s)
+HEARTBEAT_MS = 1000
 
 
 async def share_groups_supported(bootstrap: str) -> bool:
@@ -54,7 +63,16 @@ async def need_java_share_groups(broker: Any) -> None:
 
 
 async def configure_group(bootstrap: str, group: str, **configs: str) -> None:
-    """Set share-group configs (``share_auto_offset_reset="earliest"`` ...) on ``group``."""
+    """Set share-group configs (``share_auto_offset_reset="earliest"`` ...) on ``group``, and
+    ``share.heartbeat.interval.ms`` = :data:`HEARTBEAT_MS` unless ``configs`` names it."""
+    await alter_group_configs(
+        bootstrap, group, **{"share_heartbeat_interval_ms": str(HEARTBEAT_MS), **configs}
+    )
+
+
+async def alter_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    """Set group configs on ``group`` (Apache Kafka 4.x; names with ``_`` for ``.``, e.g.
+    ``consumer_heartbeat_interval_ms="1000"``), before or after the group exists."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from java_oracle import GroupMember, unavailable_reason
+from share_helpers import alter_group_configs
 
 from aiokafka_lite import SubscriptionPattern
 from aiokafka_lite import errors as Errors
@@ -35,7 +36,7 @@ pytestmark = [
     pytest.mark.skip_broker("tansu", "noida", "kafka", reason="KIP-848 groups of Apache 4.x"),
 ]
 
-#: the broker's 5 s heartbeat interval, a JVM starting on a busy machine
+#: readiness: a JVM starting on a busy machine, Kafka's 5 s heartbeat interval where a test keeps it
 SETTLE_S = 90.0
 
 
@@ -48,6 +49,15 @@ def _java() -> None:
 
 def group_name() -> str:
     return f"c848-{uuid.uuid4().hex[:10]}"
+
+
+async def fast_group(bootstrap: str) -> str:
+    """A new group whose members heartbeat every second (the group config
+    consumer.heartbeat.interval.ms; Kafka's default is 5 s): assignments and revocations reach
+    them a second after the broker decided them, for Java's members and ours alike."""
+    group = group_name()
+    await alter_group_configs(bootstrap, group, consumer_heartbeat_interval_ms="1000")
+    return group
 
 
 class JavaMember(GroupMember):
@@ -178,7 +188,7 @@ async def test_revoked_partitions_are_paused_before_the_commit_and_callback(
     await write(kafka_bootstrap, topic, 5000, partitions)
 
     # Java: a slow onPartitionsRevoked (3 s); a second member takes partitions from it
-    group = group_name()
+    group = await fast_group(kafka_bootstrap)
     java = JavaMember(
         kafka_bootstrap, group, topic=topic, revoke_sleep_ms=3000, max_poll_records=1
     ).start()
@@ -208,7 +218,7 @@ async def test_revoked_partitions_are_paused_before_the_commit_and_callback(
     assert java_revoked and java_late == [] and java_gap == {}, (java_late, java_gap)
 
     # ours: the same, the revoke callback awaited in the background while getmany() runs
-    group = group_name()
+    group = await fast_group(kafka_bootstrap)
     log: list[tuple[Any, ...]] = []
 
     revoking: list[bool] = []  # non-empty while the callback runs
@@ -382,7 +392,7 @@ async def test_commit_answered_unknown_member_id_keeps_the_membership(
     async with FaultProxy(broker.bootstrap) as proxy:
         # Java: commitSync() after its first poll fails; it stays in the group and goes on
         unknown = proxy.add(Rule(m.OffsetCommitRequest.API_KEY, "error", error_code=25))
-        java = JavaMember(proxy.bootstrap, group_name(), topic=topic).start()
+        java = JavaMember(proxy.bootstrap, await fast_group(broker.bootstrap), topic=topic).start()
         try:
             await java_wait(java, lambda j: len(j.records) == 10, "Java's records")
             await java_wait(
@@ -411,7 +421,7 @@ async def test_commit_answered_unknown_member_id_keeps_the_membership(
             def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
                 events.append("lost")
 
-        c = lite(proxy.bootstrap, group_name(), enable_auto_commit=False)
+        c = lite(proxy.bootstrap, await fast_group(broker.bootstrap), enable_auto_commit=False)
         c.subscribe([topic], listener=Listener())
         try:
             await c.start()

@@ -17,14 +17,18 @@ import uuid
 from typing import Any
 
 import pytest
+from share_helpers import alter_group_configs
 from test_group_migration import Ledger, LiteMember, Writer, wait_until
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.timeout(240)]
 
 PARTITIONS = 12
 CHURN_EVERY_S = 5.0
-#: after the churn: KIP-848 hands a killed member's partitions over after the broker's
-#: group.consumer.session.timeout.ms (45 s, also its minimum), counted from the kill
+#: the KIP-848 group's session (the group config consumer.session.timeout.ms; Kafka's default is
+#: 45 s): as the classic members' (session_timeout_ms's default), the killed member's partitions
+#: move 10 s after the kill, during the churn, instead of after it
+SESSION_MS = 10000
+#: readiness bound of the read-back after the churn
 DRAIN_S = 90.0
 
 #: a member in its own process: one JSON line per record read and per successful commit
@@ -78,6 +82,13 @@ async def test_churn(
     broker.skip_on("tansu", "noida", "kafka", reason="KIP-848 groups of Apache Kafka 4.x")
     topic = await new_topic(partitions=PARTITIONS)
     group = f"churn-{protocol}-{uuid.uuid4().hex[:8]}"
+    if protocol == "consumer":  # and 1 s heartbeats (Kafka's 5 s): hand-overs in a second or two
+        await alter_group_configs(
+            kafka_bootstrap,
+            group,
+            consumer_session_timeout_ms=str(SESSION_MS),
+            consumer_heartbeat_interval_ms="1000",
+        )
     ledger = Ledger()
     members: dict[str, LiteMember] = {}
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from java_oracle import GroupMember, unavailable_reason
+from share_helpers import alter_group_configs
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.admin import AIOKafkaAdminClient
@@ -32,7 +33,7 @@ from aiokafka_lite.structs import TopicPartition
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(420)]
 
 PARTITIONS = 6
-#: the broker's 5 s consumer-group heartbeat interval, JVMs starting on a busy machine
+#: readiness: rebalances of classic members (3 s heartbeats) and JVMs starting on a busy machine
 SETTLE_S = 90.0
 
 
@@ -267,6 +268,8 @@ async def test_live_group_moves_between_protocols(
     topic = await new_topic(partitions=PARTITIONS)
     tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
     group = f"migrate-{uuid.uuid4().hex[:8]}"
+    # KIP-848 members learn assignments and revocations a heartbeat later: 1 s, not 5 s
+    await alter_group_configs(kafka_bootstrap, group, consumer_heartbeat_interval_ms="1000")
     ledger = Ledger()
     lites: dict[str, LiteMember] = {}
     javas: dict[str, TimedJavaMember] = {}

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from share_helpers import alter_group_configs
 
 from aiokafka_lite import SubscriptionPattern
 from aiokafka_lite import errors as Errors
@@ -208,6 +209,8 @@ async def test_leaving_member_hands_over_from_its_commits(
     await produce(kafka_bootstrap, topic, 10, 4)
     tps = {TopicPartition(topic, p) for p in range(4)}
     group = group_name()
+    # three hand-overs, each a heartbeat or two: 1 s heartbeats (the group config), not 5 s
+    await alter_group_configs(kafka_bootstrap, group, consumer_heartbeat_interval_ms="1000")
     a = member(kafka_bootstrap, group, enable_auto_commit=False)
     b = member(kafka_bootstrap, group, enable_auto_commit=False)
     la, lb = Recorder(a), Recorder(b)

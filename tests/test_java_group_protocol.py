@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from java_oracle import GroupMember, unavailable_reason
+from share_helpers import alter_group_configs
 
 from aiokafka_lite.consumer import AIOKafkaConsumer
 from aiokafka_lite.structs import TopicPartition
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(300)]
 
 PARTITIONS = 6
 PER_PARTITION = 10
-SETTLE_S = 90.0  # the broker's 5 s heartbeat interval, a JVM starting on a busy machine
+SETTLE_S = 90.0  # readiness: a JVM starting on a busy machine
 
 
 class JavaMember(GroupMember):
@@ -95,6 +96,8 @@ async def test_mixed_group_with_the_java_client(
     topic = await new_topic(partitions=PARTITIONS)
     tps = {TopicPartition(topic, p) for p in range(PARTITIONS)}
     group = f"mixed848-{uuid.uuid4().hex[:8]}"
+    # the members learn each assignment and revocation a heartbeat later: 1 s, not Kafka's 5 s
+    await alter_group_configs(kafka_bootstrap, group, consumer_heartbeat_interval_ms="1000")
     lites = [
         AIOKafkaConsumer(
             topic,

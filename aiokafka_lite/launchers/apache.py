@@ -20,7 +20,9 @@ built-in unsecured JWS validator: any ``alg: none`` token with ``sub`` and ``exp
 trust ``ssl_cafile``), ``REAUTH`` (``reauth_bootstrap``: SASL_PLAINTEXT with the same mechanisms
 and ``connections.max.reauth.ms`` = :data:`REAUTH_MS`, for KIP-368 re-authentication) and the
 controller listener. Settings are those of a user's single-node broker (auto topic creation on,
-internal topics with replication factor 1 for one node), plus ``group.initial.rebalance.delay.ms=0``.
+internal topics with replication factor 1 for one node), plus ``group.initial.rebalance.delay.ms=0``
+and lower floors for the KIP-848 and share groups' configs (sessions from 6 s, heartbeats from
+0.5 s, acquisition locks from 2 s: the defaults stay Kafka's, a group config can ask for less).
 
 ``start()`` returns once every node answers ApiVersions and a Metadata request lists all nodes,
 or raises :class:`ApacheKafkaError` with the tail of the failing node's log.

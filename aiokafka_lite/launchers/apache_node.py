@@ -327,6 +327,14 @@ class ApacheNode(ChildProcess):
             "share.coordinator.state.topic.min.isr": str(min(2, rf)),
             "default.replication.factor": str(rf) if len(c.nodes) > 1 else "1",
             "group.initial.rebalance.delay.ms": "0",
+            # lower FLOORS only (the defaults stay Kafka's: 45 s sessions, 5 s heartbeats, 30 s
+            # locks): a group config (IncrementalAlterConfigs on the group) may ask for a short
+            # session, heartbeat or acquisition lock, so a test waits seconds, not Kafka's minimums
+            "group.consumer.min.session.timeout.ms": "6000",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.share.min.session.timeout.ms": "6000",
+            "group.share.min.heartbeat.interval.ms": "500",
+            "group.share.min.record.lock.duration.ms": "2000",
             "num.network.threads": "2",
             "num.io.threads": "4",
             "log.cleaner.threads": "1",
