@@ -29,6 +29,7 @@ from collections import Counter
 
 import pytest
 from share_helpers import (
+    EXPIRY_LOCK_MS,
     MIN_LOCK_MS,
     configure_group,
     need_share_groups,
@@ -301,7 +302,7 @@ async def test_lost_member_records_come_back(broker, new_topic, sig):
         broker.bootstrap,
         group,
         share_auto_offset_reset="earliest",
-        share_record_lock_duration_ms=str(MIN_LOCK_MS),
+        share_record_lock_duration_ms=str(EXPIRY_LOCK_MS),
     )
     await produce_values(broker.bootstrap, topic, [b"k1", b"k2", b"k3"])
     proc = subprocess.Popen(
@@ -318,7 +319,7 @@ async def test_lost_member_records_come_back(broker, new_topic, sig):
         async with AIOKafkaShareConsumer(
             topic, bootstrap_servers=broker.bootstrap, group_id=group
         ) as survivor:
-            got = await _poll_until(survivor, lambda g: len(g) >= 3, MIN_LOCK_MS / 1000 + 40)
+            got = await _poll_until(survivor, lambda g: len(g) >= 3, EXPIRY_LOCK_MS / 1000 + 40)
             elapsed = time.monotonic() - lost
             assert await survivor.commit() == {TopicPartition(topic, 0): None}
     finally:
@@ -326,7 +327,7 @@ async def test_lost_member_records_come_back(broker, new_topic, sig):
         proc.wait(timeout=10)
     assert [(r.value, r.delivery_count) for r in got] == [(b"k1", 2), (b"k2", 2), (b"k3", 2)]
     if sig == signal.SIGSTOP:  # only the lock's expiry gave them back
-        assert elapsed >= MIN_LOCK_MS / 1000 - 1, elapsed
+        assert elapsed >= EXPIRY_LOCK_MS / 1000 - 1, elapsed
 
 
 async def test_two_partitions_async_for_with_deserializer(broker, new_topic):
@@ -439,7 +440,7 @@ async def test_failed_acknowledgement_is_logged_not_raised(broker, new_topic, ca
         broker.bootstrap,
         group,
         share_auto_offset_reset="earliest",
-        share_record_lock_duration_ms=str(MIN_LOCK_MS),
+        share_record_lock_duration_ms=str(EXPIRY_LOCK_MS),
     )
     await produce_values(broker.bootstrap, topic, [b"late"])
     tp = TopicPartition(topic, 0)
@@ -450,7 +451,7 @@ async def test_failed_acknowledgement_is_logged_not_raised(broker, new_topic, ca
         acknowledgement_mode="explicit",
     ) as consumer:
         (rec,) = await _poll_until(consumer, lambda g: len(g) >= 1, 30)
-        await asyncio.sleep(MIN_LOCK_MS / 1000 + 2)  # the point: the lock expires meanwhile
+        await asyncio.sleep(EXPIRY_LOCK_MS / 1000 + 2)  # the point: the lock expires meanwhile
         consumer.acknowledge(rec, AcknowledgeType.ACCEPT)
         with caplog.at_level(logging.WARNING, logger="aiokafka_lite.share.consumer"):
             again = await asyncio.wait_for(consumer.__anext__(), 30)

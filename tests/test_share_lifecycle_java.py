@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from java_oracle import ShareScript
 from share_helpers import (
+    EXPIRY_LOCK_MS,
     MIN_LOCK_MS,
     configure_group,
     need_java_share_groups,
@@ -296,10 +297,10 @@ async def test_failed_acknowledgement_goes_to_the_callback_as_java(broker, new_t
     (Before: the poll raised ShareAcknowledgementError when no callback was set.)"""
     await need_java_share_groups(broker)
     topic = await new_topic(partitions=1)
-    lock = {"share_record_lock_duration_ms": str(MIN_LOCK_MS)}
+    lock = {"share_record_lock_duration_ms": str(EXPIRY_LOCK_MS)}
     gj, gl = [await _group(broker, f"ackfail-{who}", **lock) for who in ("java", "lite")]
     await produce_values(broker.bootstrap, topic, [b"a", b"b"])
-    held_s = MIN_LOCK_MS / 1000 + 2  # the scenario: the locks expire meanwhile
+    held_s = EXPIRY_LOCK_MS / 1000 + 2  # the scenario: the locks expire meanwhile
 
     def java_side() -> tuple[list[tuple[int, int]], list[Any]]:
         with ShareScript(broker.bootstrap, gj, mode="explicit", callback=True) as java:
