@@ -317,19 +317,24 @@ _SPARK_MODULES = (
     "test_docs_spark",
 )
 #: Apache-only modules that drive other clients (the Java oracle, the 3.9 broker, SASL/TLS
-#: listeners): one shard of the apache tests, so the 3.9 broker starts once
+#: listeners) split in two shards of the apache tests: the 3.9 broker's users here (so it starts
+#: once) ...
 _APACHE_INTEROP_MODULES = (
     "test_java_interop",
     "test_share_java",
-    "test_java_oracle_smoke",
     "test_txn_v2",
     "test_apache_versions",
-    "test_oauth",
     "test_security",
     "test_msk_iam",
     "test_interop",
     "test_records_interop",
     "test_records_broker",
+)
+#: ... and the rest, beside the Java oracle or other JVMs (OAuth/OIDC, KIP-516, KIP-714, the
+#: re-bootstrap), in "apache-java"
+_APACHE_JAVA_MODULES = (
+    "test_oauth",
+    "test_java_oracle_smoke",
     "test_topic_ids",
     "test_rebootstrap",
     "test_telemetry",
@@ -344,13 +349,14 @@ _APACHE_GROUP_MODULES = (
     "test_group_cooperative",
 )
 #: Apache-only side-by-side modules of Kafka 4 semantics (the Java share consumer and KIP-848
-#: member driven step by step beside ours: a JVM per scenario, lock and session waits): two
-#: shards of their own, so the plain "apache" shard stays short
-_APACHE_SHARE_JAVA_MODULES = ("test_share_lifecycle_java", "test_share_java_api")
-#: (and the transaction error classes beside Java: one JVM, ten fault proxies; the KIP-1092
-#: close options beside Java; the transaction admin calls beside Java's Admin; the share
-#: consumer's and admin client's KIP-714 pushes beside Java's)
-_APACHE_848_JAVA_MODULES = (
+#: member driven step by step beside ours: a JVM per scenario, lock and session waits; the
+#: transaction error classes beside Java: one JVM, ten fault proxies; the KIP-1092 close options
+#: beside Java; the transaction admin calls beside Java's Admin; the share consumer's and admin
+#: client's KIP-714 pushes beside Java's): one shard of their own, so the plain "apache" shard
+#: stays short
+_APACHE_SIDE_BY_SIDE_MODULES = (
+    "test_share_lifecycle_java",
+    "test_share_java_api",
     "test_group848_java_corners",
     "test_txn_errors",
     "test_close_options",
@@ -358,27 +364,29 @@ _APACHE_848_JAVA_MODULES = (
     "test_telemetry_share_admin",
 )
 #: modules of long-waiting tests (fault paths, differential runs on aiokafka and on us): a
-#: second shard of each broker kind ("<kind>-b"), with its own broker
+#: second shard of each broker kind ("<kind>-b"), with its own broker; Apache's go with its
+#: group-protocol shard (one broker fewer to start)
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 #: the order xdist hands groups out in (Makefile: --no-loadscope-reorder), longest first: each
-#: worker gets two at the start, then one more whenever it runs short (seconds measured in a
-#: whole-suite run on a 2-core machine, 2026-11-28 10:00, in the comments)
+#: worker gets one at the start, then the next whenever two or fewer of its tests are left
+#: (seconds: a whole-suite run on a 2-core machine, 2026-11-28 10:00, less what the changes
+#: of helper-speed measured side by side)
 _FIRST = (
-    "apache-interop",  # 709
-    "apache-spark",  # 702
-    "apache",  # 538
+    "apache",  # 530 - 20 (share_consumer's heartbeats and locks)
     "apache-cluster",  # 507
-    "apache-groups",  # 419
+    "apache-spark",  # 444: test_spark, test_spark_reference, test_docs_spark
+    "apache-groups",  # 420 + 122 (apache-b's modules) - 128 (KIP-848 heartbeats)
     "tansu",  # 381
+    "apache-java",  # 373
+    "apache-side-by-side",  # 340 + 110 - 96 (share heartbeats and locks, KIP-848 heartbeats)
     "tansu-b",  # 347
-    "apache-share-java",  # 340
-    "noida",  # 165
+    "apache-interop",  # 336
+    "apache-spark-cluster",  # 257 and a broker start
+    "noida",  # 166
     "noida-spark",  # 148
     "tansu-spark",  # 139
     "noida-b",  # 134
-    "apache-b",  # 122
-    "apache-848-java",  # 110
-    "no-broker",  # 89
+    "no-broker",  # 83
     "apache-gssapi",  # 3
 )
 
@@ -396,16 +404,18 @@ def _xdist_group(item: pytest.Item) -> str:
     module = getattr(getattr(item, "module", None), "__name__", "").rsplit(".", 1)[-1]
     callspec = getattr(item, "callspec", None)
     kind = callspec.params.get("broker") if callspec is not None else None
+    if module == "test_spark_cluster" and kind == "apache":  # its own JVMs (a standalone
+        return "apache-spark-cluster"  # cluster, Spark Connect), not the local Spark session
     if module in _SPARK_MODULES:
         return f"{kind or 'tansu'}-spark"  # broker-free Spark tests beside one Spark session
     if kind == "apache" and module in _APACHE_INTEROP_MODULES:
         return "apache-interop"
-    if kind == "apache" and module in _APACHE_GROUP_MODULES:
+    if kind == "apache" and module in _APACHE_JAVA_MODULES:
+        return "apache-java"
+    if kind == "apache" and module in (*_APACHE_GROUP_MODULES, *_SLOW_MODULES):
         return "apache-groups"
-    if kind == "apache" and module in _APACHE_SHARE_JAVA_MODULES:
-        return "apache-share-java"
-    if kind == "apache" and module in _APACHE_848_JAVA_MODULES:
-        return "apache-848-java"
+    if kind == "apache" and module in _APACHE_SIDE_BY_SIDE_MODULES:
+        return "apache-side-by-side"
     if kind is not None:
         return f"{kind}-b" if module in _SLOW_MODULES else str(kind)
     return "apache-interop" if "apache39" in names else "no-broker"
