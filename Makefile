@@ -47,10 +47,11 @@ jars:
 # runs them in one process.
 XDIST ?= -n 4 --dist loadgroup --no-loadscope-reorder
 # compileall first: the suite starts a few hundred Python processes (the differential runs, the
-# CLI, the docs examples, Spark's Python workers), and where PYTHONDONTWRITEBYTECODE is set (it
-# is on these machines) each one compiled the package again (0.6 s instead of 0.3 s an import)
+# CLI, the docs examples, Spark's Python workers, the tests.spark_drivers scripts), and where
+# PYTHONDONTWRITEBYTECODE is set (it is on these machines) each one compiled the package again
+# (0.6 s instead of 0.3 s an import); tests/ whole: the helpers the workers and scripts import
 test:
-	$(PY) -m compileall -q -j0 aiokafka_lite tests/compat docs/examples >/dev/null
+	$(PY) -m compileall -q -j0 aiokafka_lite tests docs/examples >/dev/null
 	$(PY) -m pytest -q tests/ $(XDIST) $(PYTEST_ARGS)
 
 # the broker-free tests on each Python the package claims, one .venv-pyX.Y each (CI: 3.10, 3.12,
