@@ -162,9 +162,9 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
         return
     if kind == "apache":
         _need_apache()
-        from aiokafka_lite.launchers.apache import ApacheKafka
+        from aiokafka_lite.launchers.apache import QUICK_JVM_OPTIONS, ApacheKafka
 
-        kafka = ApacheKafka()
+        kafka = ApacheKafka(jvm_options=QUICK_JVM_OPTIONS)
         try:
             kafka.start()
             yield _apache_info(kafka)
@@ -192,9 +192,9 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
 def apache39() -> Iterator[BrokerInfo]:
     """Apache Kafka 3.9 (one node), for protocol-version and interop tests."""
     _need_apache()
-    from aiokafka_lite.launchers.apache import KAFKA_VERSIONS, ApacheKafka
+    from aiokafka_lite.launchers.apache import KAFKA_VERSIONS, QUICK_JVM_OPTIONS, ApacheKafka
 
-    kafka = ApacheKafka(KAFKA_VERSIONS["3.9"])
+    kafka = ApacheKafka(KAFKA_VERSIONS["3.9"], jvm_options=QUICK_JVM_OPTIONS)
     try:
         kafka.start()
         yield _apache_info(kafka, "apache")
@@ -206,9 +206,9 @@ def apache39() -> Iterator[BrokerInfo]:
 def apache_cluster() -> Iterator[BrokerInfo]:
     """Three Apache Kafka 4.x nodes (each broker and controller voter); ``.process`` controls them."""
     _need_apache()
-    from aiokafka_lite.launchers.apache import ApacheKafka
+    from aiokafka_lite.launchers.apache import QUICK_JVM_OPTIONS, ApacheKafka
 
-    kafka = ApacheKafka(nodes=3)
+    kafka = ApacheKafka(nodes=3, jvm_options=QUICK_JVM_OPTIONS)
     try:
         kafka.start()
         yield _apache_info(kafka)

@@ -372,6 +372,7 @@ class ApacheNode(ChildProcess):
         heap = "512m" if len(c.nodes) > 1 else "1g"
         cmd = [
             "java", "-Xms128m", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+            *c.jvm_options,
             "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.log.kafka.server.BrokerServer=info",
