@@ -164,7 +164,7 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerInfo]:
         _need_apache()
         from aiokafka_lite.launchers.apache import QUICK_JVM_OPTIONS, ApacheKafka
 
-        kafka = ApacheKafka(jvm_options=QUICK_JVM_OPTIONS)
+        kafka = ApacheKafka(jvm_options=QUICK_JVM_OPTIONS, class_data_sharing=True)
         try:
             kafka.start()
             yield _apache_info(kafka)
@@ -194,7 +194,9 @@ def apache39() -> Iterator[BrokerInfo]:
     _need_apache()
     from aiokafka_lite.launchers.apache import KAFKA_VERSIONS, QUICK_JVM_OPTIONS, ApacheKafka
 
-    kafka = ApacheKafka(KAFKA_VERSIONS["3.9"], jvm_options=QUICK_JVM_OPTIONS)
+    kafka = ApacheKafka(
+        KAFKA_VERSIONS["3.9"], jvm_options=QUICK_JVM_OPTIONS, class_data_sharing=True
+    )
     try:
         kafka.start()
         yield _apache_info(kafka, "apache")
@@ -208,7 +210,7 @@ def apache_cluster() -> Iterator[BrokerInfo]:
     _need_apache()
     from aiokafka_lite.launchers.apache import QUICK_JVM_OPTIONS, ApacheKafka
 
-    kafka = ApacheKafka(nodes=3, jvm_options=QUICK_JVM_OPTIONS)
+    kafka = ApacheKafka(nodes=3, jvm_options=QUICK_JVM_OPTIONS, class_data_sharing=True)
     try:
         kafka.start()
         yield _apache_info(kafka)

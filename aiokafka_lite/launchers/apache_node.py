@@ -7,6 +7,7 @@ jars Maven resolves from ``apache-pom.xml``, the listeners' ports, a throw-away 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
 import shutil
@@ -126,6 +127,25 @@ def _cache_dir() -> Path:
     path = Path(base) / "aiokafka_lite"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+#: a missing, stale or unusable class-data-sharing archive is skipped silently (the JVM's
+#: unified logging would otherwise print to the broker's stdout)
+_CDS_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+
+
+def cds_archive(classpath: str, jvm_options: list[str]) -> Path | None:
+    """Where the class-data-sharing archive of brokers started with ``classpath`` and
+    ``jvm_options`` lives (in the user cache, named after the java binary, the options and the
+    jars' sizes and times), or None when the classpath has anything but jar files (CDS maps
+    jars only)."""
+    entries = [e for e in classpath.split(os.pathsep) if e]
+    if not entries or not all(e.endswith(".jar") and os.path.isfile(e) for e in entries):
+        return None
+    java = os.path.realpath(shutil.which("java") or "java")
+    stats = [f"{e}:{os.stat(e).st_size}:{os.stat(e).st_mtime_ns}" for e in entries]
+    key = hashlib.sha256("\n".join([java, *jvm_options, *stats]).encode()).hexdigest()[:20]
+    return _cache_dir() / f"apache-kafka-cds-{key}.jsa"
 
 
 def kafka_classpath(version: str = DEFAULT_VERSION, *, offline: bool = False) -> str:
@@ -267,6 +287,8 @@ class ApacheNode(ChildProcess):
         self.config_path = workdir / "server.properties"
         self._proc: subprocess.Popen[bytes] | None = None
         self.paused = False
+        #: (partial, archive) while this node's JVM writes the class-data-sharing archive
+        self._cds_dump: tuple[Path, Path] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -372,7 +394,7 @@ class ApacheNode(ChildProcess):
         heap = "512m" if len(c.nodes) > 1 else "1g"
         cmd = [
             "java", "-Xms128m", f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
-            *c.jvm_options,
+            *c.jvm_options, *self._cds_options(),
             "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.log.kafka.server.BrokerServer=info",
@@ -392,6 +414,36 @@ class ApacheNode(ChildProcess):
                 start_new_session=True,  # Ctrl-C in a terminal must not reach the broker first
             )
         self.paused = False
+
+    def _cds_options(self) -> list[str]:
+        """With the cluster's ``class_data_sharing``: map the archive, or (none yet, and no
+        other node of this cluster writing it) write it when this JVM exits cleanly."""
+        c = self.cluster
+        if not c.class_data_sharing:
+            return []
+        archive = cds_archive(c.classpath, c.jvm_options)
+        if archive is None:
+            return []
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}", *_CDS_QUIET]
+        if any(n._cds_dump is not None for n in c.nodes):
+            return []
+        partial = archive.with_name(f"{archive.name}.{os.getpid()}-{self.node_id}.tmp")
+        self._cds_dump = (partial, archive)
+        return [f"-XX:ArchiveClassesAtExit={partial}", *_CDS_QUIET]
+
+    def _cds_done(self, clean: bool) -> None:
+        """The JVM is gone: keep the archive it wrote on a clean exit (atomically: other
+        processes may start brokers meanwhile), else drop what there is of it."""
+        if self._cds_dump is None:
+            return
+        partial, archive = self._cds_dump
+        self._cds_dump = None
+        with contextlib.suppress(OSError):
+            if clean and partial.exists():
+                os.replace(partial, archive)
+            else:
+                partial.unlink(missing_ok=True)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Controlled shutdown (SIGTERM; leadership moves first), SIGKILL after ``timeout`` s."""
@@ -417,6 +469,7 @@ class ApacheNode(ChildProcess):
         proc = self._proc
         if proc is None:
             return
+        clean = sig != signal.SIGKILL
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 if self.paused:
@@ -425,6 +478,7 @@ class ApacheNode(ChildProcess):
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                clean = False
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 try:
@@ -433,6 +487,7 @@ class ApacheNode(ChildProcess):
                     raise ApacheKafkaError(f"node {self.node_id} ignores SIGKILL") from exc
         self._proc = None
         self.paused = False
+        self._cds_done(clean)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines this node logged."""
