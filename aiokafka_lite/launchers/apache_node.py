@@ -7,6 +7,7 @@ jars Maven resolves from ``apache-pom.xml``, the listeners' ports, a throw-away 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import random
@@ -15,6 +16,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -132,6 +134,19 @@ def _cache_dir() -> Path:
 #: a missing, stale or unusable class-data-sharing archive is skipped silently (the JVM's
 #: unified logging would otherwise print to the broker's stdout)
 _CDS_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
+
+
+@functools.cache
+def _cds_dump_works(java: str) -> bool:
+    """True when ``java`` can write a dynamic class-data-sharing archive: it needs the JDK's
+    base archive, without which the VM does not start at all with ``ArchiveClassesAtExit``."""
+    with tempfile.TemporaryDirectory(prefix="aiokafka_lite-cds-") as tmp:
+        probe = [java, f"-XX:ArchiveClassesAtExit={tmp}/probe.jsa", *_CDS_QUIET, "-version"]
+        try:
+            result = subprocess.run(probe, capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return result.returncode == 0
 
 
 def cds_archive(classpath: str, jvm_options: list[str]) -> Path | None:
@@ -426,7 +441,7 @@ class ApacheNode(ChildProcess):
             return []
         if archive.exists():
             return [f"-XX:SharedArchiveFile={archive}", *_CDS_QUIET]
-        if any(n._cds_dump is not None for n in c.nodes):
+        if any(n._cds_dump is not None for n in c.nodes) or not _cds_dump_works("java"):
             return []
         partial = archive.with_name(f"{archive.name}.{os.getpid()}-{self.node_id}.tmp")
         self._cds_dump = (partial, archive)
