@@ -55,7 +55,14 @@ async def test_share_consumer_rides_out_faults(broker, new_topic, fault):
     await need_share_groups(broker)
     topic = await new_topic(partitions=1)
     group = f"share-fault-{uuid.uuid4().hex[:8]}"
-    await configure_group(broker.bootstrap, group, share_auto_offset_reset="earliest")
+    # the records acquired in a lost share session come back when their locks expire: 10 s
+    # locks (Kafka's default is 30 s), long enough for a busy machine to acknowledge in time
+    await configure_group(
+        broker.bootstrap,
+        group,
+        share_auto_offset_reset="earliest",
+        share_record_lock_duration_ms="10000",
+    )
     values = {b"%d" % i for i in range(60)}
     await produce_values(broker.bootstrap, topic, sorted(values))
     async with FaultProxy(broker.bootstrap) as proxy:
