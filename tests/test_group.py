@@ -84,7 +84,7 @@ async def test_three_members_leave_and_crash(
         coord, fetcher = victim._coordinator, victim._fetcher
         assert coord is not None and fetcher is not None
         coord._closed = True
-        for t in (coord._task, coord._hb_task, fetcher._task):
+        for t in (coord._task, coord.shell.cancel(), fetcher._task):
             assert t is not None
             t.cancel()
         await victim._client.close()
