@@ -7,8 +7,12 @@ builds each request and reads each answer (error codes classified by
 driver (``consumer.group.ClassicCoordinator``) carries out: :class:`~.machine.Retry` (back
 off, join again), :class:`~.machine.Rejoin` (join again at once), :class:`~.machine.Revoke`
 (``lost``: the partitions went with the generation), :class:`~.machine.Assign` (the SyncGroup
-answer's assignment, decoded by the driver), :class:`~.machine.Fatal`. Every send, wait, the
-leader's assignor run and the listener calls are the driver's.
+answer's assignment, decoded by the driver), :class:`~.machine.Fatal`. The JoinGroup and
+SyncGroup sends, the leader's assignor run and the listener calls are the driver's; between
+joins the machine is a heartbeat machine of the member shell (:mod:`.shell`, its
+``HeartbeatMachine`` protocol: ``heartbeating`` only in an applied generation, ``heartbeat``,
+``answered``/``failed``, ``leave``/``left``, ``polled``), which sends, times and retries
+the Heartbeats and the LeaveGroup.
 
 ``rejoin`` is not a phase: a rebalance can become due in any phase (a heartbeat or a commit
 answered REBALANCE_IN_PROGRESS, a new subscription, a partition count the leader watches); it
