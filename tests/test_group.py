@@ -205,6 +205,39 @@ async def test_commit_failed_after_rebalance(kafka_bootstrap: str, new_topic: An
         await c.stop()
 
 
+async def test_a_replaced_static_member_is_fenced_at_its_next_heartbeat(
+    kafka_bootstrap: str, new_topic: Any
+) -> None:
+    """A second consumer with the same group_instance_id takes the static member's place; the
+    first one's next Heartbeat is answered FENCED_INSTANCE_ID, which its next poll raises (as
+    Java's poll() raises FencedInstanceIdException): the member shell hands the classic
+    machine's Fatal to the driver."""
+    topic = await new_topic(partitions=1)
+    group, instance = group_name(), f"i-{uuid.uuid4().hex[:6]}"
+    first, second = (
+        AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=kafka_bootstrap,
+            group_id=group,
+            group_instance_id=instance,
+            **FAST,
+        )
+        for _ in range(2)
+    )
+    await first.start()
+    try:
+        await settle([first], {TopicPartition(topic, 0)})
+        await second.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15  # a few 0.3 s heartbeats, with room for a busy machine
+        with pytest.raises(Errors.FencedInstanceIdError):
+            while loop.time() < deadline:
+                await first.getmany(timeout_ms=100)
+    finally:
+        await first.stop()
+        await second.stop()
+
+
 async def test_static_membership(kafka_bootstrap: str, new_topic: Any) -> None:
     """A static member leaves no LeaveGroup behind on stop(); coming back with the same
     group_instance_id takes its place without a new generation (no rebalance)."""

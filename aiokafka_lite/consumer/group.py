@@ -460,7 +460,7 @@ class ClassicCoordinator:
         self._metadata_snapshot = self._ex.snapshot
         if assignment is None:
             return
-        self.shell.wake()  # STABLE: the heartbeats go on (an interval after the JoinGroup)
+        self.shell.stable()  # the heartbeats go on (an interval after the JoinGroup)
         self._joined_topics = topics
         self._joined_subscription = subscription_id
         self._revoke_announced = False

@@ -20,8 +20,8 @@ through :meth:`MemberShell.wake` when the machine may heartbeat again.
 A classic member joins through its driver's JoinGroup/SyncGroup exchanges, not here: the
 machine is ``heartbeating`` only in a completed generation, the driver tells the shell when a
 JoinGroup was answered (:meth:`MemberShell.restart_interval`: the next heartbeat is a whole
-interval later, as Java's heartbeat timer) and when the generation is applied
-(:meth:`MemberShell.wake`), and the shell tells the driver to join again (``on_rejoin``) and
+interval later) and when the generation is applied (:meth:`MemberShell.stable`: the max poll
+interval starts again, as Java's), and the shell tells the driver to join again (``on_rejoin``) and
 lets it give its partitions up, still a member, before a leave for lack of polls
 (``give_up``).
 """
@@ -215,6 +215,13 @@ class MemberShell:
         self._due = loop_time() + self.machine.interval_s
         self._wake.set()
 
+    def stable(self) -> None:
+        """A classic generation is applied: the heartbeats go on (a whole interval after the
+        JoinGroup answer), and the max poll interval starts again, as Java's heartbeat thread
+        resets its timers when a join completes (a join may take longer than the interval)."""
+        self._last_poll = loop_time()
+        self._wake.set()
+
     async def settled(self) -> None:
         """Until a leave under way (an unsubscription's) was sent: a classic driver joins
         again only after it."""
@@ -270,7 +277,9 @@ class MemberShell:
             due = self._due - loop_time()
             if due > 0:  # a classic JoinGroup was answered: a whole interval from it
                 self._wake.clear()
-                await self._wait_wake(max(0.0, min(due, until_poll_timeout)))
+                await self._wait_wake(
+                    min(due, until_poll_timeout) if until_poll_timeout > 0 else due
+                )
                 continue
             pause = machine.interval_s
             send = machine.heartbeat()
