@@ -476,8 +476,11 @@ def test_classic_heartbeats_only_in_a_stable_generation(machine: type[ClassicMac
     assert member.heartbeating is False  # JOINING
     member.join_answered(join_answer(generation=7), False)
     assert member.heartbeating is False  # SYNCING
+    assert member.in_group is False
     member.sync_answered(0)
-    assert member.heartbeating is True and member.epoch == 7
+    assert member.heartbeating is True and member.epoch == 7 and member.in_group
+    # Tansu numbers its first generation 0: in the group all the same (the max poll interval)
+    assert classic_member(machine, generation=0).in_group
     send = member.heartbeat()
     assert (send.what, send.request.generation_id) == ("Heartbeat", 7)
     assert member.answered(SimpleNamespace(error_code=0)) == []

@@ -140,8 +140,13 @@ class ClassicMachine(Machine[ClassicState]):
 
     @property
     def epoch(self) -> int:
-        """The generation (-1: not in one; a completed join's is at least 1)."""
+        """The generation (-1: not in one)."""
         return self.generation
+
+    @property
+    def in_group(self) -> bool:
+        """A generation is applied (its number may be 0: Tansu's first)."""
+        return self.state is ClassicState.STABLE and self.generation >= 0
 
     @property
     def heartbeating(self) -> bool:

@@ -62,7 +62,12 @@ class HeartbeatMachine(Protocol):
 
     @property
     def epoch(self) -> int:
-        """The member epoch (classic: the generation); > 0: in the group."""
+        """The member epoch (classic: the generation)."""
+
+    @property
+    def in_group(self) -> bool:
+        """A member of the group now (epoch > 0; classic: a generation applied, which may be
+        0 on some brokers): the max poll interval applies."""
 
     @property
     def state(self) -> Any: ...
@@ -262,7 +267,7 @@ class MemberShell:
                 await self._wake.wait()
                 continue
             machine.join()
-            if loop_time() - self._last_poll > self._max_poll_s and machine.epoch > 0:
+            if loop_time() - self._last_poll > self._max_poll_s and machine.in_group:
                 self._log.warning(
                     "group %s: no poll for max_poll_interval_ms (%.0f s): leaving the group "
                     "until the next poll (poll more often, or raise max_poll_interval_ms)",
@@ -303,7 +308,7 @@ class MemberShell:
                 pause = 0
             if self.error is not None:
                 return  # fatal for good (share; a host that takes it in on_fatal goes on)
-            if machine.epoch > 0:
+            if machine.in_group:
                 self.joined.set()
             self._wake.clear()
             if machine.subscription_unsent:
