@@ -84,7 +84,7 @@ async def test_three_members_leave_and_crash(
         coord, fetcher = victim._coordinator, victim._fetcher
         assert coord is not None and fetcher is not None
         coord._closed = True
-        for t in (coord._task, coord._hb_task, fetcher._task):
+        for t in (coord._task, coord.shell.cancel(), fetcher._task):
             assert t is not None
             t.cancel()
         await victim._client.close()
@@ -203,6 +203,40 @@ async def test_commit_failed_after_rebalance(kafka_bootstrap: str, new_topic: An
         await c.commit({TopicPartition(topic, 0): 1})
     finally:
         await c.stop()
+
+
+async def test_a_replaced_static_member_is_fenced_at_its_next_heartbeat(
+    kafka_bootstrap: str, broker: Any, new_topic: Any
+) -> None:
+    """A second consumer with the same group_instance_id takes the static member's place; the
+    first one's next Heartbeat is answered FENCED_INSTANCE_ID, which its next poll raises (as
+    Java's poll() raises FencedInstanceIdException): the member shell hands the classic
+    machine's Fatal to the driver."""
+    broker.skip_on("tansu", reason="Tansu answers both members of one group_instance_id")
+    topic = await new_topic(partitions=1)
+    group, instance = group_name(), f"i-{uuid.uuid4().hex[:6]}"
+    first, second = (
+        AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=kafka_bootstrap,
+            group_id=group,
+            group_instance_id=instance,
+            **FAST,
+        )
+        for _ in range(2)
+    )
+    await first.start()
+    try:
+        await settle([first], {TopicPartition(topic, 0)})
+        await second.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15  # a few 0.3 s heartbeats, with room for a busy machine
+        with pytest.raises(Errors.FencedInstanceIdError):
+            while loop.time() < deadline:
+                await first.getmany(timeout_ms=100)
+    finally:
+        await first.stop()
+        await second.stop()
 
 
 async def test_static_membership(kafka_bootstrap: str, new_topic: Any) -> None:

@@ -322,8 +322,9 @@ def join_answer(
 
 
 def classic_member(machine: type[ClassicMachine], generation: int = 1) -> ClassicMachine:
-    """A member through JoinGroup and SyncGroup into ``generation``."""
+    """A member through JoinGroup and SyncGroup into ``generation`` (subscribed)."""
     member = machine("g")
+    member.subscribe(["t"])
     member.join_request([("range", b"")], 10000, 10000)
     assert member.join_answered(join_answer(generation=generation), False) == []
     assert member.state is ClassicState.SYNCING and member.leader
@@ -375,8 +376,12 @@ def test_eager_membership_errors_rejoin_and_never_lose() -> None:
     assert member.heartbeat_answered(Errors.RebalanceInProgressError.errno, 3) == [Rejoin()]
     assert member.rejoin and member.state is ClassicState.STABLE
     # no heartbeat while the rejoin is due, except while the revoke listener runs before it
-    assert member.heartbeat_due(revoking=False) is False
-    assert member.heartbeat_due(revoking=True) is True
+    assert member.heartbeating is False
+    member.revoking = True
+    assert member.heartbeating is True
+    # the driver already knows: a second answer asks nothing more of it
+    assert member.heartbeat_answered(Errors.RebalanceInProgressError.errno, 3) == []
+    member.revoking = False
     assert member.membership_lost(Errors.UnknownMemberIdError.errno) is True
     assert (member.member_id, member.generation, member.state) == ("", -1, ClassicState.UNJOINED)
     # an eager member has nothing to lose: its table has no LOST
@@ -414,7 +419,8 @@ def test_cooperative_lost_generation_loses_the_partitions_but_not_for_old_answer
 def test_classic_poll_timeout_leaves_until_the_next_poll(machine: type[ClassicMachine]) -> None:
     member = classic_member(machine)
     assert member.poll_timed_out() == [Revoke(None)]  # revoked, not lost: still a member
-    assert member.heartbeat_due(revoking=True) is False
+    member.revoking = True
+    assert member.heartbeating is False
     (leave,) = member.leave("max_poll_interval_ms exceeded")
     assert isinstance(leave, Leave) and leave.request.members[0].member_id == "m-1"
     member.left()
@@ -456,3 +462,78 @@ def test_close_options_choose_the_leave() -> None:
     member.answered(consumer_answer(3))
     (gone,) = member.leave(operation="leave_group")
     assert isinstance(gone, Leave) and gone.request.member_epoch == -1
+
+
+@pytest.mark.parametrize("machine", [EagerMachine, CooperativeMachine])
+def test_classic_heartbeats_only_in_a_stable_generation(machine: type[ClassicMachine]) -> None:
+    """The member shell's view of a classic member: it heartbeats in an applied generation
+    only (never while its JoinGroup or SyncGroup is out), and not when unsubscribed."""
+    member = machine("g", interval_s=0.5)
+    member.subscribe(["t"])
+    assert (member.heartbeating, member.epoch, member.interval_s) == (False, -1, 0.5)
+    assert member.join() is False and member.subscription_unsent is False  # the driver joins
+    member.join_request([("range", b"")], 10000, 10000)
+    assert member.heartbeating is False  # JOINING
+    member.join_answered(join_answer(generation=7), False)
+    assert member.heartbeating is False  # SYNCING
+    assert member.in_group is False
+    member.sync_answered(0)
+    assert member.heartbeating is True and member.epoch == 7 and member.in_group
+    # Tansu numbers its first generation 0: in the group all the same (the max poll interval)
+    assert classic_member(machine, generation=0).in_group
+    send = member.heartbeat()
+    assert (send.what, send.request.generation_id) == ("Heartbeat", 7)
+    assert member.answered(SimpleNamespace(error_code=0)) == []
+    member.subscribe(None)
+    assert member.heartbeating is False and member.leave()[0].request.members[0].reason == (
+        "unsubscribed"
+    )
+
+
+@pytest.mark.parametrize("machine", [EagerMachine, CooperativeMachine])
+def test_classic_heartbeat_failures_as_the_shell_reports_them(
+    machine: type[ClassicMachine],
+) -> None:
+    """What the shell hands the machine: a refusal as the code's error (with its
+    retry_action), a lost connection as a retriable error."""
+    member = classic_member(machine, generation=4)
+    member.heartbeat()
+    # coordinator errors: nothing for the member (the shell looks the coordinator up again)
+    for exc in (Errors.NotCoordinatorError("x"), Errors.KafkaConnectionError("x")):
+        assert member.failed(exc, retry_action(exc, coordinator=True)) == []
+    assert member.heartbeating
+    # another member took the static id: fatal, raised by the next poll
+    fenced = Errors.FencedInstanceIdError("x")
+    (fatal,) = member.failed(fenced, retry_action(fenced, coordinator=True))
+    assert isinstance(fatal, Fatal) and member.rejoin and not member.heartbeating
+    # a rebalance: the driver joins (said once)
+    member = classic_member(machine, generation=4)
+    member.heartbeat()
+    rebalance = Errors.RebalanceInProgressError("x")
+    assert member.failed(rebalance, RetryAction.REJOIN) == [Rejoin()]
+    assert member.failed(rebalance, RetryAction.REJOIN) == []
+    # the generation is gone: reset (a new member id), join again; cooperative: lost first
+    member = classic_member(machine, generation=4)
+    member.heartbeat()
+    actions = member.failed(Errors.UnknownMemberIdError("x"), RetryAction.REJOIN)
+    assert (member.member_id, member.generation, member.rejoin) == ("", -1, True)
+    assert actions == ([Revoke(None, lost=True)] if member.COOPERATIVE else [Rejoin()])
+    # an answer to a heartbeat of an older generation says nothing of this one (cooperative)
+    member = classic_member(machine, generation=4)
+    member.heartbeat()
+    member.generation = 5
+    stale = member.failed(Errors.IllegalGenerationError("x"), RetryAction.REJOIN)
+    assert stale == ([] if member.COOPERATIVE else [Rejoin()])
+
+
+@pytest.mark.parametrize("machine", [EagerMachine, CooperativeMachine])
+def test_classic_leave_for_lack_of_polls_revokes_first(machine: type[ClassicMachine]) -> None:
+    """The shell's leave for lack of polls: Revoke (not lost: the host's listener runs while
+    still a member), then the LeaveGroup; the next poll joins again."""
+    member = classic_member(machine, generation=2)
+    revoke, leave = member.leave(poll_timeout=True)
+    assert revoke == Revoke(None) and isinstance(leave, Leave)
+    assert leave.request.members[0].reason == "max_poll_interval_ms exceeded"
+    assert member.left() == [] and member.state is ClassicState.POLL_TIMEOUT
+    assert not member.heartbeating
+    assert member.polled() is True and member.rejoin and member.state is ClassicState.UNJOINED

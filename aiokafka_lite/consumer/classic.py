@@ -1,5 +1,7 @@
-"""The classic group protocol's wire steps for one member: JoinGroup (KIP-394's
-member-id-required retry), SyncGroup with the leader's assignment, Heartbeat, LeaveGroup.
+"""The classic group protocol's join for one member: JoinGroup (KIP-394's member-id-required
+retry) and SyncGroup with the leader's assignment. The Heartbeats between joins and the
+LeaveGroup are the member shell's (:class:`~aiokafka_lite.membership.MemberShell`, the one
+heartbeat loop of every group protocol), driving the same machine.
 
 :class:`ClassicExchanges` sends what the member's sans-I/O machine
 (:mod:`aiokafka_lite.membership.classic`: eager or cooperative) builds, hands it each answer,
@@ -19,10 +21,9 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.errors import RetryAction, retry_action
-from aiokafka_lite.membership import Action, Fatal, Leave, Rejoin, Retry, Revoke
+from aiokafka_lite.membership import Fatal, Rejoin, Retry, Revoke
 from aiokafka_lite.membership.classic import ClassicMachine
 from aiokafka_lite.ops._exec import find_coordinator
-from aiokafka_lite.ops.membership import send_leave
 
 from .assignors import (
     ConsumerProtocolMemberAssignment,
@@ -46,7 +47,7 @@ JOIN_CONNECTION = "group-join"
 
 
 class ClassicExchanges:
-    """The JoinGroup / SyncGroup / Heartbeat / LeaveGroup exchanges of one classic member."""
+    """The JoinGroup / SyncGroup exchanges of one classic member."""
 
     def __init__(
         self,
@@ -57,9 +58,9 @@ class ClassicExchanges:
         *,
         session_timeout_ms: int,
         rebalance_timeout_ms: int,
-        heartbeat_interval_ms: int,
         retry_backoff_ms: int,
         wake: Callable[[], None],
+        join_answered: Callable[[], None],
     ) -> None:
         self.client = client
         self.machine = machine
@@ -67,7 +68,6 @@ class ClassicExchanges:
         self._assignors = assignors
         self._session_timeout_ms = session_timeout_ms
         self._rebalance_timeout_ms = rebalance_timeout_ms
-        self._heartbeat_interval = heartbeat_interval_ms / 1000
         self._timeouts = client.timeouts
         self._backoff = retry_backoff_ms / 1000
         self._wake = wake
@@ -75,8 +75,8 @@ class ClassicExchanges:
         #: partition counts it was computed from (a change of those rejoins)
         self.group_topics: frozenset[str] = frozenset()
         self.snapshot: dict[str, int] | None = None
-        #: set by each JoinGroup answer: the heartbeat interval starts again
-        self.heartbeat_phase = asyncio.Event()
+        #: told of each JoinGroup answer: the heartbeat interval starts again (the shell's)
+        self._join_answered = join_answered
 
     # -- coordinator ---------------------------------------------------------------------------
     def forget_coordinator(self) -> None:
@@ -136,7 +136,7 @@ class ClassicExchanges:
                 raise
             actions = m.join_answered(resp, bool(self._subs.assignment))
             if not actions:
-                self.heartbeat_phase.set()  # the heartbeat interval starts again now
+                self._join_answered()  # the heartbeat interval starts again now
                 return resp
             action = actions[0]
             if isinstance(action, Rejoin):
@@ -204,60 +204,3 @@ class ClassicExchanges:
             {mid: list(a.assignment) for mid, a in result.items()},
         )
         return {mid: encode_assignment(a) for mid, a in result.items()}
-
-    # -- Heartbeat / LeaveGroup ----------------------------------------------------------------
-    async def heartbeat_due(self) -> None:
-        """Sleep until the next heartbeat is due: ``heartbeat_interval_ms`` after the last one,
-        or after the last JoinGroup answer when that came later (as the Java client resets its
-        heartbeat timer there, and aiokafka restarts its heartbeat task after a join).
-
-        The broker answers the JoinGroups of a rebalance together, so the members of a group
-        then heartbeat in phase: when a later rebalance starts they all learn it from
-        heartbeats answered at about the same moment, revoke and rejoin together, and the
-        broker completes the join at once. With a phase of its own, an eager member would
-        learn up to a heartbeat interval after the others, which all wait without partitions
-        for its JoinGroup."""
-        restarted = self.heartbeat_phase
-        while True:
-            try:
-                await asyncio.wait_for(restarted.wait(), self._heartbeat_interval)
-            except asyncio.TimeoutError:
-                return
-            restarted.clear()  # a join was answered: a whole interval from now
-
-    async def heartbeat(self) -> list[Action] | None:
-        """One Heartbeat; the machine's actions on its answer (None: not answered)."""
-        m = self.machine
-        sent_generation = m.generation
-        try:
-            resp = await self.send(m.heartbeat().request)
-        except Errors.KafkaError as exc:
-            log.debug("heartbeat failed: %r", exc)
-            self.forget_coordinator()
-            return None
-        code = resp.error_code
-        actions = m.heartbeat_answered(code, sent_generation)
-        if code and not actions:
-            if retry_action(code, coordinator=True) is RetryAction.FIND_COORDINATOR:
-                self.forget_coordinator()
-            else:
-                log.warning("heartbeat error %s", Errors.for_code(code).__name__)
-        return actions
-
-    async def leave(
-        self, reason: str, timeout: float | None = None, operation: str = "default"
-    ) -> None:
-        """LeaveGroup when the machine says so (not a static member: the broker keeps its
-        partitions for it). A dead or moved coordinator is looked up again (every
-        retry_backoff_ms) and the leave sent to the new one, all within ``timeout``: the
-        other members get the partitions now, not at the end of this member's session.
-        ``operation``: KIP-1092's (see ``ClassicMachine.leave``)."""
-        for action in self.machine.leave(reason, operation):
-            if isinstance(action, Leave):
-                if timeout is None:
-                    timeout = self._timeouts.retry_ms / 1000
-                if timeout > 0:
-                    await send_leave(
-                        self.client, self.machine.group_id, action.request, timeout, action.what
-                    )
-                self.machine.left()

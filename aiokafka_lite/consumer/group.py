@@ -4,8 +4,10 @@ One :class:`Coordinator` per consumer.  Its main task:
 
 * with a ``group_id`` and a topic/pattern subscription: finds the coordinator, joins the group
   (JoinGroup, including KIP-394's member-id-required retry), runs the assignor when elected
-  leader, SyncGroup, applies the assignment and calls the rebalance listener; a heartbeat task
-  keeps the membership alive and triggers a rejoin on REBALANCE_IN_PROGRESS and friends;
+  leader, SyncGroup, applies the assignment and calls the rebalance listener; the member shell
+  (:class:`~aiokafka_lite.membership.MemberShell`, the heartbeat loop of every group protocol)
+  keeps the membership alive between joins, asks for a rejoin on REBALANCE_IN_PROGRESS and
+  friends, leaves for lack of polls and at ``stop()``;
 * without a ``group_id`` but with a subscription: assigns itself every partition of the
   subscribed topics and follows metadata changes;
 * for every assigned partition without a position: the committed offset (OffsetFetch) or,
@@ -28,10 +30,9 @@ from typing import Any
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite._supervise import Supervisor
-from aiokafka_lite._timeouts import loop_time
 from aiokafka_lite.errors import retry_action
 from aiokafka_lite.hooks import HookSet
-from aiokafka_lite.membership import Action, Fatal, Rejoin, Revoke
+from aiokafka_lite.membership import MemberShell, Revoke
 from aiokafka_lite.membership.classic import ClassicState, CooperativeMachine, EagerMachine
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
 
@@ -76,7 +77,6 @@ class ClassicCoordinator:
         #: its fetcher's, so its next getmany()/getone() raises them once
         self._sup = supervisor or Supervisor("consumer", retry_backoff_ms, log)
         self._g_main = self._sup.guard("group coordination", log)
-        self._g_hb = self._sup.guard("group heartbeat", log)
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self._assignors = assignors or []
@@ -85,31 +85,40 @@ class ClassicCoordinator:
         #: the member's phase, id, generation, protocol and leader (sans-I/O; its own
         #: transition table per protocol)
         machine = CooperativeMachine if self.cooperative else EagerMachine
-        self._machine = machine(group_id or "", instance_id=group_instance_id)
+        self._machine = machine(
+            group_id or "", instance_id=group_instance_id, interval_s=heartbeat_interval_ms / 1000
+        )
         self._session_timeout_ms = session_timeout_ms
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._heartbeat_interval = heartbeat_interval_ms / 1000
-        self._max_poll_interval = max_poll_interval_ms / 1000
         self._backoff = retry_backoff_ms / 1000
         self._timeouts = client.timeouts  # stop()'s budget: retry_ms
         self._exclude_internal = exclude_internal_topics
         #: commits, committed offsets, auto commit (a component shared with KIP-848)
-        self.offsets = GroupOffsets(
-            client,
-            subscriptions,
-            self,
-            group_id=group_id,
-            group_instance_id=group_instance_id,
-            retry_backoff_ms=retry_backoff_ms,
-            enable_auto_commit=enable_auto_commit,
-            auto_commit_interval_ms=auto_commit_interval_ms,
-            isolation_level=isolation_level,
-            on_commit=hooks.on_commit if hooks is not None else (),
-        )
+        self.offsets = GroupOffsets.of(client, subscriptions, self, locals())
         self._auto_commit = self.offsets.auto_commit
+        self._wake = asyncio.Event()
+        #: the heartbeats between joins, their timing and retries, the max poll interval, the
+        #: leave (the shell of every group protocol; the machine says what each answer means)
+        self.shell = MemberShell(
+            client,
+            self._machine,
+            self._sup,
+            on_assignment=self._wake.set,
+            on_fatal=self._take_fatal,
+            on_rejoin=self._wake.set,
+            give_up=self._give_up,
+            max_poll_interval_ms=max_poll_interval_ms,
+            logger=log,
+        )
         #: the listener calls and revoke steps (a component shared with KIP-848)
         self._reconcile = Reconciler(
-            subscriptions, group_id, hooks, self._commit_positions, self._auto_commit
+            subscriptions,
+            group_id,
+            hooks,
+            self._commit_positions,
+            self._auto_commit,
+            on_revoking=self._revoking,
         )
         self._joined_topics: frozenset[str] = frozenset()
         self._joined_subscription = -1  # SubscriptionState.subscription_id of the last join
@@ -117,12 +126,9 @@ class ClassicCoordinator:
         # (over every member's topics) and without a group; None = a follower, whose leader
         # watches metadata for the group (Java's assignmentSnapshot)
         self._metadata_snapshot: dict[str, int] | None = None
-        self._last_poll = loop_time()
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._hb_task: asyncio.Task[None] | None = None
         self._closed = False
-        #: the JoinGroup / SyncGroup / Heartbeat / LeaveGroup exchanges
+        #: the JoinGroup / SyncGroup exchanges (and the leader's assignor run)
         self._ex = ClassicExchanges(
             client,
             self._machine,
@@ -130,9 +136,9 @@ class ClassicCoordinator:
             self._assignors,
             session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
             retry_backoff_ms=retry_backoff_ms,
             wake=self._wake.set,
+            join_answered=self.shell.restart_interval,
         )
         self.fatal: BaseException | None = None
         #: set once the first assignment is applied, or a fatal error is stored (start() waits)
@@ -196,22 +202,21 @@ class ClassicCoordinator:
         return self.group_id is not None and self._subs.subscribed and not self._subs.user_assigned
 
     def start(self) -> None:
-        """Start the coordination task (and the heartbeat task when in a group)."""
+        """Start the coordination task (and the member shell when in a group: it heartbeats
+        while a generation is applied)."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="aiokafka_lite-coordinator")
             if self.group_id is not None:
-                self._hb_task = asyncio.create_task(
-                    self._g_hb.run(self._heartbeat_loop, self._after_unexpected),
-                    name="aiokafka_lite-heartbeat",
-                )
+                self._track_membership()
+                self.shell.start()
 
     def abandon(self) -> None:
         """Cancel the coordination tasks at once without awaiting, committing or leaving (the
         consumer was garbage-collected unstopped; the group expires the member)."""
         self._closed = True
-        for t in (self._task, self._hb_task):
-            if t is not None and not t.get_loop().is_closed():
-                t.cancel()
+        if self._task is not None and not self._task.get_loop().is_closed():
+            self._task.cancel()
+            self.shell.cancel()
 
     async def close(self, leave: str = "default") -> None:
         """Commit (auto commit), leave the group and stop tasks; ``leave``: KIP-1092's group
@@ -229,7 +234,9 @@ class ClassicCoordinator:
         # gets what is left (see _leave_budget).
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeouts.retry_ms / 1000
-        tasks = [t for t in (self._task, self._hb_task) if t is not None]
+        # the heartbeats stop before the last commit (no rebalance starts under it); the
+        # shell's leave below awaits their end
+        tasks = [t for t in (self._task, self.shell.cancel()) if t is not None]
         for t in tasks:
             t.cancel()
         if tasks:  # never raises the tasks' errors; our own cancellation propagates
@@ -242,8 +249,9 @@ class ClassicCoordinator:
                     "group %s: the last auto commit at stop() failed: %r", self.group_id, exc
                 )
         # also with the coordinator unknown or dead: the leave looks it up again
-        budget = self._leave_budget(deadline - loop.time())
-        await self._leave_group("consumer stopped", max(0.0, budget), leave)
+        if self.group_id is not None:
+            budget = self._leave_budget(deadline - loop.time())
+            await self.shell.leave(max(0.0, budget), leave)
 
     def _leave_budget(self, remaining: float) -> float:
         """How long the leave at :meth:`close` may take, of the ``remaining`` close budget: at
@@ -265,10 +273,9 @@ class ClassicCoordinator:
             self.coordinator_id = None
 
     def poll(self) -> None:
-        """Record that the application polled (max_poll_interval_ms bookkeeping); raise a
-        fatal group error if one happened."""
-        self._last_poll = loop_time()
-        if self._machine.polled():
+        """Record that the application polled (max_poll_interval_ms bookkeeping: a member
+        that left for lack of polls joins again); raise a fatal group error if one happened."""
+        if self.shell.polled():
             self._wake.set()
         if self.fatal is not None:
             exc, self.fatal = self.fatal, None
@@ -309,8 +316,7 @@ class ClassicCoordinator:
                 await asyncio.sleep(self._backoff * 10)
                 continue
             except Exception as exc:  # a bug: surfaced once, retried with back-off
-                delay = self._g_main.failed(exc)
-                self._after_unexpected()
+                delay = self._g_main.failed(exc)  # a Heartbeat carries no state to resync
                 await asyncio.sleep(delay)
                 continue
             self._g_main.ok()
@@ -323,15 +329,15 @@ class ClassicCoordinator:
 
     async def _step(self) -> None:
         subs = self._subs
+        if self.group_id is not None:
+            # unsubscribe() or a switch to assign(): the shell stops heartbeating and leaves
+            self._track_membership()
         if subs.subscribed and not subs.user_assigned:
             self._track_topics()
             if self.group_id is None:
                 self._assign_all()
             elif self._needs_rejoin():
                 await self._rebalance()
-        elif self.group_id is not None and self.member_id and self.generation >= 0:
-            await self._leave_group("unsubscribed")  # unsubscribe() or switch to assign()
-            self._machine.need_rejoin()
         if subs.missing_positions():
             await self._init_positions()
         if self.offsets.auto_commit_due():
@@ -339,6 +345,17 @@ class ClassicCoordinator:
                 await self._commit_positions()
             except Errors.CommitFailedError as exc:
                 log.warning("auto commit failed: %s", exc)
+
+    def _track_membership(self) -> None:
+        """The machine (and so the shell) learns whether partitions come from the group:
+        the shell's loop runs while they do; when they stop, it leaves the group."""
+        uses_group = self.uses_group
+        changed = uses_group != self._machine.subscribed
+        self._machine.subscribe(self._subs.topics if uses_group else None)
+        if changed:
+            if not uses_group:
+                self._machine.need_rejoin()
+            self.shell.subscription_changed()
 
     def _track_topics(self) -> None:
         subs = self._subs
@@ -423,6 +440,7 @@ class ClassicCoordinator:
     # -- rebalance -------------------------------------------------------------------------
     async def _rebalance(self) -> None:
         subs = self._subs
+        await self.shell.settled()  # the leave of an unsubscription goes first
         if self.cooperative:
             await self._prepare_cooperative_join()
         else:
@@ -442,6 +460,7 @@ class ClassicCoordinator:
         self._metadata_snapshot = self._ex.snapshot
         if assignment is None:
             return
+        self.shell.stable()  # the heartbeats go on (an interval after the JoinGroup)
         self._joined_topics = topics
         self._joined_subscription = subscription_id
         self._revoke_announced = False
@@ -532,50 +551,24 @@ class ClassicCoordinator:
     async def _init_positions(self) -> None:
         await self.offsets.init_positions()
 
-    # -- heartbeats and leaving ------------------------------------------------------------
-    async def _leave_group(
-        self, reason: str, timeout: float | None = None, operation: str = "default"
-    ) -> None:
-        if self.group_id is not None:
-            await self._ex.leave(reason, timeout, operation)
+    # -- what the member shell asks ---------------------------------------------------------
+    def _take_fatal(self) -> None:
+        """A heartbeat was answered FENCED_INSTANCE_ID: the next poll raises it once; the
+        member joins again."""
+        self.fatal, self.shell.error = self.shell.error, None
 
-    async def _heartbeat_loop(self) -> None:
-        """Heartbeats every interval; rejoin, lost membership or fencing from the answers, and
-        the leave when the application stopped polling for ``max_poll_interval_ms``."""
-        machine = self._machine
-        while not self._closed:
-            await self._ex.heartbeat_due()
-            if not self.uses_group or not machine.heartbeat_due(self._reconcile.revoking):
-                continue
-            if loop_time() - self._last_poll > self._max_poll_interval:
-                await self._poll_timed_out()
-                continue
-            actions = await self._ex.heartbeat()
-            if actions is None:
-                continue
-            self._g_hb.ok()
-            self._carry_out(actions)
+    def _revoking(self, running: bool) -> None:
+        """The revoke listener starts or ends: heartbeats go on while it runs before a join
+        (a slow callback keeps the membership)."""
+        self._machine.revoking = running
+        if running:
+            self.shell.wake()
 
-    def _carry_out(self, actions: list[Action]) -> None:
-        for action in actions:
-            if isinstance(action, Fatal):
-                self.fatal = action.exc
-            elif isinstance(action, (Rejoin, Revoke)):
-                self._wake.set()
-
-    async def _poll_timed_out(self) -> None:
-        log.warning(
-            "group %s: no getmany()/getone() for more than max_poll_interval_ms; leaving "
-            "the group (it rejoins on the next poll)",
-            self.group_id,
-        )
-        self._machine.poll_timed_out()
+    async def _give_up(self, action: Revoke) -> None:
+        """No poll for ``max_poll_interval_ms``: everything is revoked (listener, no commit)
+        while still a member, so commits in ``on_partitions_revoked`` work; the shell then
+        sends the LeaveGroup, and the next poll joins again."""
         revoked = set(self._subs.assignment)
         if revoked:
-            await self._reconcile.revoked(revoked)  # still a member: commits there work
+            await self._reconcile.revoked(revoked)
         self._subs.revoke_to(())
-        await self._leave_group("max_poll_interval_ms exceeded")
-
-    def _after_unexpected(self) -> None:
-        """The heartbeat or main task failed unexpectedly (``_supervise``); it goes on after
-        its back-off. Classic: nothing to forget (a Heartbeat carries no state)."""

@@ -123,18 +123,7 @@ class ConsumerGroupMember:
             logger=log,
         )
         #: commits, committed offsets, auto commit, initial positions
-        self.offsets = GroupOffsets(
-            client,
-            subscriptions,
-            self,
-            group_id=group_id,
-            group_instance_id=group_instance_id,
-            retry_backoff_ms=retry_backoff_ms,
-            enable_auto_commit=enable_auto_commit,
-            auto_commit_interval_ms=auto_commit_interval_ms,
-            isolation_level=isolation_level,
-            on_commit=hooks.on_commit if hooks is not None else (),
-        )
+        self.offsets = GroupOffsets.of(client, subscriptions, self, locals())
         #: the revoke steps and listener calls
         self._reconcile = Reconciler(
             subscriptions, group_id, hooks, self._commit_positions, self.offsets.auto_commit

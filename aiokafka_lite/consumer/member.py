@@ -85,6 +85,7 @@ class Reconciler:
         hooks: HookSet | None,
         commit_positions: Callable[[], Awaitable[None]],
         auto_commit: bool,
+        on_revoking: Callable[[bool], None] = lambda running: None,
     ) -> None:
         self._subs = subscriptions
         self._group_id = group_id
@@ -94,6 +95,7 @@ class Reconciler:
         self._h_assigned = hooks.on_partitions_assigned if hooks is not None else ()
         #: the revoke listener runs (the classic heartbeat keeps going meanwhile)
         self.revoking = False
+        self._on_revoking = on_revoking  # told when the revoke listener starts and ends
 
     async def commit_before(self, what: str) -> None:
         """The automatic commit before partitions change hands (its failure is logged)."""
@@ -143,7 +145,9 @@ class Reconciler:
 
     async def _revoke(self, fn: Any, partitions: set[TopicPartition]) -> None:
         self.revoking = True
+        self._on_revoking(True)
         try:
             await call_listener(fn or self._subs.listener.on_partitions_revoked, partitions)
         finally:
             self.revoking = False
+            self._on_revoking(False)

@@ -120,6 +120,36 @@ class GroupOffsets:
         self.outside_group = False
         self._h_commit = on_commit
 
+    #: the settings a group driver's constructor takes under these names (both drivers)
+    SETTINGS = (
+        "group_id",
+        "group_instance_id",
+        "retry_backoff_ms",
+        "enable_auto_commit",
+        "auto_commit_interval_ms",
+        "isolation_level",
+    )
+
+    @classmethod
+    def of(
+        cls,
+        client: Any,
+        subscriptions: SubscriptionState,
+        member: Membership,
+        arguments: Mapping[str, Any],
+    ) -> GroupOffsets:
+        """The offsets component of a group driver (``member``): its settings found by name
+        among the driver's constructor ``arguments`` (its ``locals()``; :attr:`SETTINGS`),
+        the commit hooks from ``arguments["hooks"]`` (a HookSet or None)."""
+        hooks = arguments.get("hooks")
+        return cls(
+            client,
+            subscriptions,
+            member,
+            **{name: arguments[name] for name in cls.SETTINGS},
+            on_commit=hooks.on_commit if hooks is not None else (),
+        )
+
     def keep_only(self, partitions: Iterable[TopicPartition]) -> None:
         """Forget the committed offsets of partitions no longer owned."""
         keep = set(partitions)

@@ -7,8 +7,12 @@ builds each request and reads each answer (error codes classified by
 driver (``consumer.group.ClassicCoordinator``) carries out: :class:`~.machine.Retry` (back
 off, join again), :class:`~.machine.Rejoin` (join again at once), :class:`~.machine.Revoke`
 (``lost``: the partitions went with the generation), :class:`~.machine.Assign` (the SyncGroup
-answer's assignment, decoded by the driver), :class:`~.machine.Fatal`. Every send, wait, the
-leader's assignor run and the listener calls are the driver's.
+answer's assignment, decoded by the driver), :class:`~.machine.Fatal`. The JoinGroup and
+SyncGroup sends, the leader's assignor run and the listener calls are the driver's; between
+joins the machine is a heartbeat machine of the member shell (:mod:`.shell`, its
+``HeartbeatMachine`` protocol: ``heartbeating`` only in an applied generation, ``heartbeat``,
+``answered``/``failed``, ``leave``/``left``, ``polled``), which sends, times and retries
+the Heartbeats and the LeaveGroup.
 
 ``rejoin`` is not a phase: a rebalance can become due in any phase (a heartbeat or a commit
 answered REBALANCE_IN_PROGRESS, a new subscription, a partition count the leader watches); it
@@ -102,7 +106,9 @@ class ClassicMachine(Machine[ClassicState]):
     #: KIP-429: the member keeps its partitions through a rebalance
     COOPERATIVE: ClassVar[bool] = False
 
-    def __init__(self, group_id: str, *, instance_id: str | None = None) -> None:
+    def __init__(
+        self, group_id: str, *, instance_id: str | None = None, interval_s: float = 3.0
+    ) -> None:
         self.group_id = group_id
         self.instance_id = instance_id
         self.state = ClassicState.UNJOINED
@@ -113,6 +119,15 @@ class ClassicMachine(Machine[ClassicState]):
         self.leader_id: str | None = None
         #: a rebalance is due (cleared when a SyncGroup completes a join)
         self.rejoin = True
+        #: heartbeat_interval_ms, in seconds (the member shell keeps the time)
+        self.interval_s = interval_s
+        #: the driver's subscription through the group (``subscribed``: the shell's loop runs)
+        self.topics: frozenset[str] = frozenset()
+        self.subscribed = False
+        #: the revoke listener runs before a join: the heartbeats go on meanwhile, so a slow
+        #: callback keeps the membership
+        self.revoking = False
+        self._sent_generation = -1  # the generation of the last Heartbeat built
 
     # -- what the driver asks ---------------------------------------------------------------
 
@@ -121,12 +136,48 @@ class ClassicMachine(Machine[ClassicState]):
         """This member was elected leader by the last join (it runs the assignor)."""
         return self.leader_id is not None and self.leader_id == self.member_id
 
-    def heartbeat_due(self, revoking: bool) -> bool:
-        """Heartbeats go on in a generation, not while a rejoin is due (but while the revoke
-        listener runs before it, so a slow callback keeps the membership)."""
-        if self.state is ClassicState.POLL_TIMEOUT:
-            return False
-        return self.generation >= 0 and (not self.rejoin or revoking)
+    # -- what the member shell reads (its HeartbeatMachine protocol) ------------------------
+
+    @property
+    def epoch(self) -> int:
+        """The generation (-1: not in one)."""
+        return self.generation
+
+    @property
+    def in_group(self) -> bool:
+        """A generation is applied (its number may be 0: Tansu's first)."""
+        return self.state is ClassicState.STABLE and self.generation >= 0
+
+    @property
+    def heartbeating(self) -> bool:
+        """Heartbeats go on in a generation applied (STABLE: never while a JoinGroup or
+        SyncGroup is out), not while a rejoin is due (but while the revoke listener runs
+        before it, so a slow callback keeps the membership)."""
+        return (
+            self.subscribed
+            and self.state is ClassicState.STABLE
+            and self.generation >= 0
+            and (not self.rejoin or self.revoking)
+        )
+
+    @property
+    def subscription_unsent(self) -> bool:
+        """Never: a classic Heartbeat carries no subscription (a change rejoins)."""
+        return False
+
+    def subscribe(self, topics: Iterable[str] | None) -> list[Action]:
+        """The driver's subscription through the group (None: none; the shell then stops
+        heartbeating and leaves). A change of topics is the driver's rejoin."""
+        self.topics = frozenset(topics or ())
+        self.subscribed = topics is not None
+        return []
+
+    def join(self) -> bool:
+        """Nothing: a classic member joins through the driver's JoinGroup/SyncGroup."""
+        return False
+
+    def resync(self) -> None:
+        """Nothing: a Heartbeat carries no state to send again."""
 
     def need_rejoin(self) -> None:
         """A rebalance is due (a subscription or partition count changed, partitions were
@@ -228,6 +279,7 @@ class ClassicMachine(Machine[ClassicState]):
 
     def heartbeat(self) -> Send:
         """The Heartbeat of the current generation."""
+        self._sent_generation = self.generation
         request = heartbeat_request(
             self.group_id,
             generation=self.generation,
@@ -238,9 +290,11 @@ class ClassicMachine(Machine[ClassicState]):
 
     def heartbeat_answered(self, code: int, sent_generation: int) -> list[Action]:
         """A Heartbeat of ``sent_generation`` answered ``code``: FENCED_INSTANCE_ID is fatal
-        (another member took this static id); the membership errors mark a rejoin (Revoke:
-        a cooperative member's partitions are lost); the rest is the driver's (a moved
-        coordinator) or logged."""
+        (another member took this static id); the membership errors (REBALANCE_IN_PROGRESS,
+        ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) mark a rejoin: Rejoin when it was not due yet
+        (the driver joins), nothing when the driver already knew; Revoke(lost): a cooperative
+        member's partitions went with its generation. The rest (a moved coordinator: the
+        shell looks it up again) changes nothing."""
         if code == 0:
             return []
         if code == Errors.FencedInstanceIdError.errno:
@@ -251,10 +305,24 @@ class ClassicMachine(Machine[ClassicState]):
                 )
             ]
         if retry_action(code) is RetryAction.REJOIN:
+            due = self.rejoin
             if self.membership_lost(code, sent_generation) and self.COOPERATIVE:
                 return [Revoke(None, lost=True)]
-            return [Rejoin()]
+            return [Rejoin()] if self.rejoin and not due else []
         return []
+
+    def answered(self, resp: Any) -> list[Action]:
+        """A Heartbeat answered without error (the shell's event)."""
+        return self.heartbeat_answered(int(resp.error_code), self._sent_generation)
+
+    def failed(self, exc: Errors.KafkaError, action: RetryAction) -> list[Action]:
+        """A Heartbeat failed with ``exc`` (``action``: its ``retry_action`` as sent to a
+        coordinator): a refusal is :meth:`heartbeat_answered` with its code; a lost
+        connection or an unknown coordinator changes nothing (the shell backs off and looks
+        the coordinator up again)."""
+        if not isinstance(exc, Errors.BrokerResponseError):
+            return []
+        return self.heartbeat_answered(exc.errno, self._sent_generation)
 
     # -- membership errors (heartbeats, commits, joins) ---------------------------------------
 
@@ -287,11 +355,27 @@ class ClassicMachine(Machine[ClassicState]):
         self._to(ClassicState.UNJOINED)
         return True
 
-    def leave(self, reason: str, operation: str = "default") -> list[Action]:
+    def leave(
+        self, reason: str | None = None, operation: str = "default", *, poll_timeout: bool = False
+    ) -> list[Action]:
         """LeaveGroup, then :meth:`left`. ``operation`` (KIP-1092's, as Java 4.4's
         CloseOptions): "default": not for a static member (the broker keeps its partitions for
         its return); "leave_group": a static member too (with its instance id);
-        "remain_in_group": none."""
+        "remain_in_group": none. ``poll_timeout``: for lack of polls (:meth:`poll_timed_out`
+        first: the host revokes everything while still a member). ``reason``: the
+        LeaveGroup's (by default what made the member leave)."""
+        lost = self.poll_timed_out() if poll_timeout else []
+        if reason is None:
+            reason = (
+                "max_poll_interval_ms exceeded"
+                if poll_timeout
+                else "consumer stopped"
+                if self.subscribed
+                else "unsubscribed"
+            )
+        return [*lost, *self._leave(reason, operation)]
+
+    def _leave(self, reason: str, operation: str) -> list[Action]:
         if self.generation < 0 and not self.member_id:
             return []
         stays = operation == "remain_in_group" or (

@@ -129,6 +129,11 @@ class ConsumerMachine(Machine[ConsumerState]):
     # -- what the shell reads ---------------------------------------------------------------
 
     @property
+    def in_group(self) -> bool:
+        """In the group (epoch > 0)."""
+        return self.epoch > 0
+
+    @property
     def heartbeating(self) -> bool:
         """Subscribed, and no lost partitions to give up first, and polled in time."""
         return self.subscribed and not self.lost_pending and not self.stale

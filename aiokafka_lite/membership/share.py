@@ -91,6 +91,11 @@ class ShareMachine(Machine[ShareState]):
         self.topics_sent = None
 
     @property
+    def in_group(self) -> bool:
+        """In the group (epoch > 0)."""
+        return self.epoch > 0
+
+    @property
     def heartbeating(self) -> bool:
         """True while the member heartbeats (joining or in the group)."""
         return self.state in (ShareState.UNJOINED, ShareState.STABLE)

@@ -1,7 +1,8 @@
 """The member shell: the one place where group membership does I/O and keeps time.
 
-It drives a sans-I/O heartbeat machine (:mod:`.share`, :mod:`.consumer`; DESIGN.md, "The
-membership engine", says which protocols are on it): it sends the machine's heartbeats to the group coordinator through
+It drives a sans-I/O heartbeat machine (:mod:`.share`, :mod:`.consumer`, and the stable phase
+of :mod:`.classic`'s eager and cooperative members; DESIGN.md, "The membership engine"): it
+sends the machine's heartbeats to the group coordinator through
 ``ops._exec.coordinator_call`` (coordinator discovery: an unknown, dead or moving coordinator is
 looked up again), classifies a failure with :func:`~aiokafka_lite.errors.retry_action` (as sent
 to a coordinator) and hands it to the machine, carries out the actions it returns (assignment
@@ -15,13 +16,21 @@ leaves; subscribing again joins with epoch 0 (a leave still under way finishes f
 host does with an assignment (naming topic ids, pause, commit, listener calls) is the host's:
 the shell tells it through ``on_assignment`` and ``on_fatal``, and the host tells the shell
 through :meth:`MemberShell.wake` when the machine may heartbeat again.
+
+A classic member joins through its driver's JoinGroup/SyncGroup exchanges, not here: the
+machine is ``heartbeating`` only in a completed generation, the driver tells the shell when a
+JoinGroup was answered (:meth:`MemberShell.restart_interval`: the next heartbeat is a whole
+interval later) and when the generation is applied (:meth:`MemberShell.stable`: the max poll
+interval starts again, as Java's), and the shell tells the driver to join again (``on_rejoin``) and
+lets it give its partitions up, still a member, before a leave for lack of polls
+(``give_up``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from aiokafka_lite import errors as Errors
@@ -43,13 +52,22 @@ _GROUP_KEY = 0  # FindCoordinator key type of a group
 
 
 class HeartbeatMachine(Protocol):
-    """What the shell needs of a heartbeat protocol's machine (share, KIP-848 consumer)."""
+    """What the shell needs of a heartbeat protocol's machine (share, KIP-848 consumer,
+    classic eager and cooperative)."""
 
     group_id: str
     member_id: str
-    epoch: int
     interval_s: float
     topics: frozenset[str]
+
+    @property
+    def epoch(self) -> int:
+        """The member epoch (classic: the generation)."""
+
+    @property
+    def in_group(self) -> bool:
+        """A member of the group now (epoch > 0; classic: a generation applied, which may be
+        0 on some brokers): the max poll interval applies."""
 
     @property
     def state(self) -> Any: ...
@@ -92,6 +110,8 @@ class MemberShell:
         *,
         on_assignment: Callable[[], None] = lambda: None,
         on_fatal: Callable[[], None] = lambda: None,
+        on_rejoin: Callable[[], None] = lambda: None,
+        give_up: Callable[[Revoke], Awaitable[None]] | None = None,
         max_poll_interval_ms: int = 300000,
         logger: logging.Logger = log,
     ) -> None:
@@ -99,6 +119,11 @@ class MemberShell:
         self.machine = machine
         self._on_assignment = on_assignment
         self._on_fatal = on_fatal
+        #: a classic member's answer asked for a rebalance: its driver joins again
+        self._on_rejoin = on_rejoin
+        #: awaited for a Revoke before a leave (classic: the revoke listener runs while still
+        #: a member, so commits in it work); without it, a Revoke goes to ``on_assignment``
+        self._give_up = give_up
         self._log = logger
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -114,6 +139,7 @@ class MemberShell:
         self.answered = asyncio.Event()
         self._max_poll_s = max_poll_interval_ms / 1000
         self._last_poll = 0.0  # (loop time) set by start() and by every poll
+        self._due = 0.0  # (loop time) no heartbeat before (restart_interval)
         #: the component's unexpected background errors (one rule: ``_supervise``)
         self.supervisor = supervisor
         self._guard = supervisor.guard("heartbeat", logger)
@@ -175,13 +201,38 @@ class MemberShell:
             self._client.request_update()
         return out
 
-    def polled(self) -> None:
+    def polled(self) -> bool:
         """The application polled: the max poll interval starts again; a member that left
-        for lack of polls joins again (epoch 0), as Java's."""
+        for lack of polls joins again (epoch 0), as Java's: then True."""
         self._last_poll = loop_time()
         if self.machine.polled():
             self._log.info("group %s: polled again, joining", self.group_id)
             self._wake.set()
+            return True
+        return False
+
+    def restart_interval(self) -> None:
+        """A classic JoinGroup was answered: the next heartbeat is a whole interval from now
+        (as Java resets its heartbeat timer there). The broker answers the JoinGroups of a
+        rebalance together, so the members heartbeat in phase and learn of the next
+        rebalance together (an eager member out of phase would keep the others waiting
+        without partitions for up to an interval)."""
+        self._due = loop_time() + self.machine.interval_s
+        self._wake.set()
+
+    def stable(self) -> None:
+        """A classic generation is applied: the heartbeats go on (a whole interval after the
+        JoinGroup answer), and the max poll interval starts again, as Java's heartbeat thread
+        resets its timers when a join completes (a join may take longer than the interval)."""
+        self._last_poll = loop_time()
+        self._wake.set()
+
+    async def settled(self) -> None:
+        """Until a leave under way (an unsubscription's) was sent: a classic driver joins
+        again only after it."""
+        leaving = self._leaving
+        if leaving is not None:
+            await asyncio.gather(leaving, return_exceptions=True)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -216,7 +267,7 @@ class MemberShell:
                 await self._wake.wait()
                 continue
             machine.join()
-            if loop_time() - self._last_poll > self._max_poll_s and machine.epoch > 0:
+            if loop_time() - self._last_poll > self._max_poll_s and machine.in_group:
                 self._log.warning(
                     "group %s: no poll for max_poll_interval_ms (%.0f s): leaving the group "
                     "until the next poll (poll more often, or raise max_poll_interval_ms)",
@@ -225,6 +276,14 @@ class MemberShell:
                 )
                 await self._leave(
                     machine.leave(poll_timeout=True), self._client.timeouts.request_ms / 1000
+                )
+                continue
+            until_poll_timeout = self._last_poll + self._max_poll_s - loop_time()
+            due = self._due - loop_time()
+            if due > 0:  # a classic JoinGroup was answered: a whole interval from it
+                self._wake.clear()
+                await self._wait_wake(
+                    min(due, until_poll_timeout) if until_poll_timeout > 0 else due
                 )
                 continue
             pause = machine.interval_s
@@ -239,6 +298,8 @@ class MemberShell:
                 elif action is RetryAction.REJOIN:
                     self._log.info("group %s: %r, joining again", self.group_id, exc)
                 actions = machine.failed(exc, action)
+                if not actions and action is RetryAction.FATAL:  # classic: not the member's
+                    self._log.warning("group %s %s: %r", self.group_id, send.what, exc)
             else:
                 actions = machine.answered(resp)
                 self.answered.set()
@@ -247,7 +308,7 @@ class MemberShell:
                 pause = 0
             if self.error is not None:
                 return  # fatal for good (share; a host that takes it in on_fatal goes on)
-            if machine.epoch > 0:
+            if machine.in_group:
                 self.joined.set()
             self._wake.clear()
             if machine.subscription_unsent:
@@ -302,6 +363,7 @@ class MemberShell:
                 self._on_assignment()
             elif isinstance(action, Rejoin):
                 now = True
+                self._on_rejoin()
             elif isinstance(action, Fatal):
                 self._log.error("group %s: %r", self.group_id, action.exc)
                 self.error = action.exc
@@ -322,6 +384,8 @@ class MemberShell:
                     self._client, self.group_id, action.request, timeout_s, action.what
                 )
                 self._apply(self.machine.left())
+            elif isinstance(action, Revoke) and self._give_up is not None:
+                await self._give_up(action)
             else:
                 self._apply([action])
 
