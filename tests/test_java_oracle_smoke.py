@@ -87,9 +87,13 @@ def test_aborted_transactions_are_hidden_from_read_committed(bootstrap: str) -> 
     aborted = produce(bootstrap, topic, [b"a1"], transactional_id=txn_id, txn="abort")
     produce(bootstrap, topic, [b"c3"], transactional_id=txn_id, txn="commit")
 
-    committed = consume(bootstrap, topic, isolation="read_committed", until_end=True)
+    committed = consume(
+        bootstrap, topic, isolation="read_committed", until_end=True, timeout_ms=30_000
+    )
     assert [r["value"] for r in committed] == [b"c1", b"c2", b"c3"]
-    everything = consume(bootstrap, topic, isolation="read_uncommitted", until_end=True)
+    everything = consume(
+        bootstrap, topic, isolation="read_uncommitted", until_end=True, timeout_ms=30_000
+    )
     assert [r["value"] for r in everything] == [b"c1", b"c2", b"a1", b"c3"]
     # transaction markers take offsets too: c1, c2, marker, a1, marker, c3
     assert [r["offset"] for r in everything] == [0, 1, 3, 5]

@@ -312,7 +312,9 @@ async def test_ctp_and_abort_after_failed_send_match_java(
         assert done == len(expected)
         want = sorted(v.upper() for v in expected)
         for out, group in ((out_java, gj), (out_ours, gl)):
-            read = java_oracle.consume(bootstrap, out, isolation="read_committed", until_end=True)
+            read = java_oracle.consume(
+                bootstrap, out, isolation="read_committed", until_end=True, timeout_ms=30_000
+            )
             assert sorted(r["value"] for r in read) == want, out
             tp = TopicPartition(source, 0)
             # after the last record (3 x 10 committed, 5 aborted, 3 markers before it)
