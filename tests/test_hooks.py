@@ -537,6 +537,11 @@ async def test_max_poll_revoke_and_a_failed_commit_are_reported(
         await wait_until(
             lambda: ("on_partitions_revoked", group, {tp}) in rec.events, what="the revoke"
         )
+        # the listener runs while still a member (as Java's onLeavePrepare), then the leave
+        # goes out: a commit after the leave is refused
+        coordinator = consumer._coordinator
+        assert coordinator is not None
+        await wait_until(lambda: coordinator.generation < 0, what="the leave")
         with pytest.raises(Errors.CommitFailedError):
             await consumer.commit({tp: 0})
     finally:

@@ -20,6 +20,7 @@ from aiokafka_lite import AIOKafkaProducer
 from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka_lite.share import AIOKafkaShareConsumer
 from tests import java_oracle
+from tests.share_helpers import configure_group
 from tests.telemetry_helpers import (  # noqa: F401 (recorder_fixture: the module's recorder)
     _names,
     _Recorder,
@@ -64,6 +65,9 @@ async def test_share_consumer_and_admin_push_beside_java(recorder: _Recorder) ->
     for client in java:
         client.start()
     try:
+        # earliest: records produced between the assignment and the share partition's
+        # initialisation would otherwise be skipped (the default is latest)
+        await configure_group(bootstrap, f"s{topic}", share_auto_offset_reset="earliest")
         share = AIOKafkaShareConsumer(
             topic, bootstrap_servers=bootstrap, group_id=f"s{topic}", client_id="tm-py-share"
         )
@@ -78,7 +82,7 @@ async def test_share_consumer_and_admin_push_beside_java(recorder: _Recorder) ->
             got, produced = 0, False
             async with AIOKafkaProducer(bootstrap_servers=bootstrap) as producer:
                 loop = asyncio.get_running_loop()
-                deadline = loop.time() + 30
+                deadline = loop.time() + 60
                 while got < 10:  # readiness: records produced once the assignment came
                     assert loop.time() < deadline, f"the share consumer read {got} of 10"
                     if not produced and share.assignment():
