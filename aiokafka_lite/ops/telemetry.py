@@ -171,10 +171,17 @@ def producer_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float,
 
 def consumer_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float, bool]]:
     """``consumer.metrics()`` as KIP-714 names (fetch manager and coordinator groups apart)."""
-    grouped = {k for keys in _CONSUMER_GROUPS.values() for k in keys}
-    out = _points("org.apache.kafka.consumer", snapshot, [k for k in snapshot if k not in grouped])
-    for group, keys in _CONSUMER_GROUPS.items():
-        out.update(_points(f"org.apache.kafka.consumer.{group}", snapshot, keys))
+    return _grouped("org.apache.kafka.consumer", snapshot, _CONSUMER_GROUPS)
+
+
+def _grouped(
+    prefix: str, snapshot: Mapping[str, Any], groups: Mapping[str, tuple[str, ...]]
+) -> dict[str, tuple[float, bool]]:
+    """Each group's metrics under ``prefix.group``, every other metric under ``prefix``."""
+    grouped = {k for keys in groups.values() for k in keys}
+    out = _points(prefix, snapshot, [k for k in snapshot if k not in grouped])
+    for group, keys in groups.items():
+        out.update(_points(f"{prefix}.{group}", snapshot, keys))
     return out
 
 
@@ -205,11 +212,7 @@ def share_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float, bo
     """``share_consumer.metrics()`` as KIP-714 names, as Java's ``KafkaShareConsumer`` pushes
     them (``org.apache.kafka.consumer.share.fetch.manager.*``, ``...share.coordinator.*``; the
     connection and request counts under ``org.apache.kafka.consumer.``)."""
-    grouped = {k for keys in _SHARE_GROUPS.values() for k in keys}
-    out = _points("org.apache.kafka.consumer", snapshot, [k for k in snapshot if k not in grouped])
-    for group, keys in _SHARE_GROUPS.items():
-        out.update(_points(f"org.apache.kafka.consumer.{group}", snapshot, keys))
-    return out
+    return _grouped("org.apache.kafka.consumer", snapshot, _SHARE_GROUPS)
 
 
 def admin_metric_names(snapshot: Mapping[str, Any]) -> dict[str, tuple[float, bool]]:
