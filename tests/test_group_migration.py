@@ -339,9 +339,17 @@ async def test_live_group_moves_between_protocols(
         assert group in {g.group_id for g in listed}
         listed = await admin.list_groups(group_types=[start])
         assert group not in {g.group_id for g in listed}
-        [resp] = await admin.describe_consumer_groups([group])
-        [described] = resp.groups
-        assert described.state == "Stable"
+        # the members hold their split; the broker calls the group Stable once every member
+        # has acknowledged its target epoch (a heartbeat later under KIP-848): wait for that
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_S
+        while True:
+            [resp] = await admin.describe_consumer_groups([group])
+            [described] = resp.groups
+            if described.state == "Stable" or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        assert described.state == "Stable", described
         assert len(described.members) == 3
         assert not any(e["event"] == "lost" for j in ledger.java for e in j.events)
     finally:
