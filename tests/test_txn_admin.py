@@ -179,6 +179,16 @@ async def test_transaction_admin_beside_java(broker: Any, new_topic: Any) -> Non
                 (st,) = [s for s in after[tp] if s.producer_id == pid[c]]
                 assert st.current_txn_start_offset is None, (tp, st)
 
+            # the fences' aborts finish with their markers (PrepareAbort, then CompleteAbort):
+            # both views are taken once the coordinator is done, bounded apart from the checks
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while any(
+                d.state.startswith("Prepare")
+                for d in (await admin.describe_transactions(ids)).values()
+            ):
+                assert loop.time() < deadline, "the fences' aborts did not complete within 30 s"
+                await asyncio.sleep(0.2)
             final_ours = await _our_view(
                 admin, ids, partitions, pattern=pattern, producer_id=pid[a]
             )
