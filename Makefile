@@ -10,7 +10,7 @@ PY ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
 KIND ?= tansu
 
-.PHONY: install native jars test pythons lint bench broker demo clean protocol dist wheel-check docs \
+.PHONY: install native jars test pythons lint bench soak broker demo clean protocol dist wheel-check docs \
 	docs-serve release-check
 
 install:
@@ -98,6 +98,16 @@ release-check: dist wheel-check docs
 
 bench:
 	$(PY) -m benchmarks
+
+# chaos soaks on a 3-node Apache Kafka (tests/soak.py; minutes each, not part of `make test`):
+# random kill -9 / pause / stop of nodes under an idempotent flood, each group protocol, and
+# consume-transform-produce transactions; SOAK_SECONDS of faults per run
+SOAK_SECONDS ?= 150
+soak:
+	for p in classic consumer share; do \
+		$(PY) -m tests.soak group --protocol $$p --seconds $(SOAK_SECONDS) || exit 1; done
+	for p in classic consumer; do \
+		$(PY) -m tests.soak eos --protocol $$p --seconds $(SOAK_SECONDS) || exit 1; done
 
 # regenerate aiokafka_lite/protocol/_schemas.py: the long-lived APIs from ../shared's definitions,
 # the Kafka 4 group APIs (KIP-848, KIP-932) from the kafka-clients 4.4 jar that `make jars` resolves
