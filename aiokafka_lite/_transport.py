@@ -204,14 +204,18 @@ class Callback:
             log.exception("response callback %r failed", self._fn)
 
 
-class Stream(asyncio.Protocol):
-    """The transport's protocol: hands every event straight to its :class:`~aiokafka_lite.conn.BrokerConnection`."""
+class Stream(asyncio.BufferedProtocol):
+    """The transport's protocol: hands every event straight to its :class:`~aiokafka_lite.conn.BrokerConnection`.
+    A buffered protocol: the transport reads into the session's buffers (``get_buffer``), a
+    large response straight into one buffer of its size, instead of handing over a new
+    ``bytes`` per read (asyncio's selector and TLS transports and uvloop all take it)."""
 
-    __slots__ = ("data_received", "_conn")
+    __slots__ = ("get_buffer", "buffer_updated", "_conn")
 
     def __init__(self, conn: Any) -> None:  # its BrokerConnection
         self._conn = conn
-        self.data_received = conn._data_received  # type: ignore[method-assign]
+        self.get_buffer = conn._get_buffer  # type: ignore[method-assign]
+        self.buffer_updated = conn._buffer_updated  # type: ignore[method-assign]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conn._connection_lost(exc)

@@ -4,7 +4,7 @@
 and the table of requests awaiting an answer are its :class:`~aiokafka_lite.protocol.session.
 Session` (no I/O). Requests are written as soon as they are sent (pipelined, up to
 ``max_in_flight`` awaiting a response). The stream's protocol object hands the bytes to the
-session as they arrive, in ``data_received`` itself (no reader task: one event-loop turn less
+session as they arrive, in ``buffer_updated`` itself (no reader task: one event-loop turn less
 per response), and each complete answer resolves the future registered under its correlation id.
 
 Invariants (the ones a reader of this file needs to trust it):
@@ -429,10 +429,14 @@ class BrokerConnection(FlowControl):
 
     # ------------------------------------------------------------------ read
 
-    def _data_received(self, data: bytes) -> None:
-        """Hand the bytes to the session and complete each request it finds answered."""
+    def _get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport reads next (``BufferedProtocol.get_buffer``)."""
+        return self._session.get_buffer()
+
+    def _buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were read into the last buffer: complete each request answered."""
         try:
-            for corr, entry, payload in self._session.responses(data):
+            for corr, entry, payload in self._session.received(nbytes):
                 self._frame(corr, entry, payload)
                 if self._closed:
                     return

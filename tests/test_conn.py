@@ -7,6 +7,7 @@ import itertools
 import struct
 import time
 import tracemalloc
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -521,6 +522,68 @@ def test_session_reads_frames_however_the_stream_is_cut(
     ]
     assert all(type(p) is bytes for _, _, p in got) and session.buffered == 0
     assert not session.pending
+
+
+def _read_into(session: Session, stream: bytes, reads: list[int]) -> list[Any]:
+    """What a BufferedProtocol transport does: each read fills at most the buffer the session
+    offers (and at most the next of ``reads`` bytes), then reports the count."""
+    got: list[Any] = []
+    pos = 0
+    i = 0
+    while pos < len(stream):
+        buf = session.get_buffer()
+        n = min(len(buf), len(stream) - pos, reads[i % len(reads)] if reads else len(stream))
+        buf[:n] = stream[pos : pos + n]
+        pos += n
+        i += 1
+        got += list(session.received(n))
+    return got
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies=st.lists(st.binary(max_size=300), min_size=1, max_size=8),
+    big=st.integers(0, 300_000),
+    reads=st.lists(st.integers(1, 200_000), max_size=12),
+)
+def test_session_buffered_reads_frames_however_the_reads_fall(
+    bodies: list[bytes], big: int, reads: list[int]
+) -> None:
+    # the transport's buffered path (get_buffer/received): frames read in pieces of any size,
+    # a frame larger than the receive buffer read into a buffer of its own, come out whole,
+    # in order, each once, as the chunked path gives them
+    session = Session("c", 1 << 20, "peer")
+    bodies = [*bodies[:1], bytes(range(256)) * (big // 256), *bodies[1:]]
+    stream = b""
+    for corr, body in enumerate(bodies):
+        session.pending[corr] = f"entry {corr}"
+        stream += struct.pack(">ii", 4 + len(body), corr) + body
+    got = _read_into(session, stream, [r for r in reads if r])
+    assert [(c, e, bytes(p)) for c, e, p in got] == [
+        (corr, f"entry {corr}", struct.pack(">i", corr) + body) for corr, body in enumerate(bodies)
+    ]
+    assert session.buffered == 0 and not session.pending
+
+
+def test_session_buffered_refuses_a_bad_size_before_allocating() -> None:
+    for split in (2, 5, 9):
+        session = Session("c", 100, "peer")
+        session.pending[1] = "entry"
+        stream = struct.pack(">ii", 4 + 1_000_000_000, 1) + bytes(200)
+        with pytest.raises(Errors.KafkaProtocolError, match=r"outside 4\.\.100"):
+            _read_into(session, stream, [split, 1 << 20])
+        session = Session("c", 1000, "peer")
+        session.pending[1] = "entry"
+        stream = struct.pack(">ii", 4 + 200, 7) + bytes(200)
+        with pytest.raises(Errors.CorrelationIdError, match="correlation id 7"):
+            _read_into(session, stream, [split, 1 << 20])
+    # a frame cut off by the connection's end is reported with what arrived
+    session = Session("c", 1 << 20, "peer")
+    session.pending[0] = "entry"
+    assert _read_into(session, struct.pack(">ii", 4 + 500_000, 0) + bytes(1000), []) == []
+    assert session.buffered == 4 + 4 + 1000
+    session.reset()
+    assert session.buffered == 0
 
 
 def test_session_refuses_a_bad_size_or_an_unknown_correlation_id_however_cut() -> None:

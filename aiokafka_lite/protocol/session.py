@@ -30,6 +30,8 @@ _I32 = struct.Struct(">i")
 _API_VERSIONS_KEY = 18
 # error_code int16 35 right after the 4-byte correlation id of an ApiVersions response
 _API_VERSIONS_UNSUPPORTED = b"\x00\x23"
+#: the receive buffer of :meth:`Session.get_buffer` (one per connection, reused for every read)
+_RECV_BUFFER = 128 * 1024
 
 
 class Session:
@@ -48,6 +50,10 @@ class Session:
         "_parts",
         "_have",
         "_need",
+        "_recv",
+        "_frame",
+        "_frame_view",
+        "_fpos",
     )
 
     def __init__(self, client_id: str, max_response_size: int, peer: str) -> None:
@@ -62,11 +68,48 @@ class Session:
         self._parts: list[Any] = []
         self._have = 0
         self._need = 0
+        # the buffered read path (get_buffer/received): a receive buffer the transport reads
+        # small frames into, and the payload of an incomplete frame, which the transport then
+        # reads into directly (no chunk per read, no join) until `_fpos` reaches its end
+        self._recv: memoryview | None = None
+        self._frame: bytearray | None = None
+        self._frame_view: memoryview | None = None
+        self._fpos = 0
 
     @property
     def buffered(self) -> int:
         """Bytes of an incomplete frame received so far."""
+        if self._frame is not None:
+            return 4 + self._fpos
         return self._have
+
+    def get_buffer(self) -> memoryview:
+        """Where the next read goes (an ``asyncio.BufferedProtocol``'s ``get_buffer``): the
+        rest of an incomplete frame's payload, else the session's receive buffer; then call
+        :meth:`received` with the number of bytes read."""
+        view = self._frame_view
+        if view is not None:
+            return view[self._fpos :]
+        recv = self._recv
+        if recv is None:
+            recv = self._recv = memoryview(bytearray(_RECV_BUFFER))
+        return recv
+
+    def received(self, nbytes: int) -> Iterator[tuple[int, Any, bytes]]:
+        """As :meth:`responses`, for ``nbytes`` just read into :meth:`get_buffer`. A frame
+        that does not arrive whole gets a buffer of its size once its size prefix is in, and
+        is read into it (a large Fetch response is copied by the kernel only: no chunks, no
+        join); its payload is then a ``bytearray``."""
+        frame = self._frame
+        if frame is not None:
+            self._fpos += nbytes
+            if self._fpos < len(frame):
+                return
+            self._frame = self._frame_view = None
+            yield self._answer(frame)  # type: ignore[arg-type]
+            return
+        assert self._recv is not None
+        yield from self.responses(self._recv[:nbytes].tobytes(), True)
 
     def frame(self, request: Any, version: int) -> tuple[int, bytearray]:
         """``request`` encoded as a frame under the next correlation id: ``(id, frame)``.
@@ -76,13 +119,15 @@ class Session:
         self._next_corr = (corr + 1) & 0x7FFFFFFF
         return corr, frame
 
-    def responses(self, data: bytes) -> Iterator[tuple[int, Any, bytes]]:
+    def responses(self, data: bytes, direct: bool = False) -> Iterator[tuple[int, Any, bytes]]:
         """``(correlation id, entry, payload)`` for each complete response frame in ``data``
         and the bytes kept from earlier calls, its entry taken out of the pending table; an
         incomplete tail is kept for the next call. A frame size outside
         ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is read, and a
         correlation id matching no pending request ``CorrelationIdError``. Stopping the
-        iteration early drops what was not yet yielded (the stream is closing)."""
+        iteration early drops what was not yet yielded (the stream is closing). ``direct``
+        (from :meth:`received`): an incomplete frame whose size is known goes into a buffer of
+        its size, which :meth:`get_buffer` then hands to the transport."""
         parts = self._parts
         if parts:
             parts.append(data)
@@ -119,6 +164,14 @@ class Session:
                     f"4..{self.max_response_size} (max_response_size)"
                 )
             stop = pos + 4 + size
+            if stop > end and direct:  # read the rest straight into the frame's buffer
+                frame = self._frame = bytearray(size)
+                got = end - pos - 4
+                if got:
+                    frame[:got] = memoryview(data)[pos + 4 :]
+                self._fpos = got
+                self._frame_view = memoryview(frame)
+                return
             if stop > end:  # kept (the prefix in the first chunk) until the frame is complete
                 parts.append(memoryview(data)[pos:] if pos else data)
                 self._have = end - pos
@@ -146,6 +199,8 @@ class Session:
         pending, self.pending = self.pending, {}
         self._parts = []
         self._have = self._need = 0
+        self._frame = self._frame_view = None
+        self._fpos = 0
         return pending
 
 
