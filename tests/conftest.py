@@ -381,7 +381,7 @@ _FIRST = (
     "tansu-b",  # 347
     "tansu",  # 363 - 18 (test_group_leave's classic session)
     "apache-spark",  # 317 - 8 (the Spark session's JVM on the archive)
-    "apache-side-by-side",  # 316 - 8 (the telemetry recorder's broker) - 14 (max poll interval)
+    "apache-side-by-side",  # 316 - 8 (recorder broker) - 14 (max poll interval) - 25 (Java close)
     "apache-java",  # 237 - 20 (the JWKS and telemetry brokers)
     "apache-spark-cluster",  # 226 - 26 (drivers, daemons, executors on the archive)
     "noida-spark",  # 188 - 8
