@@ -377,7 +377,7 @@ _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 _FIRST = (
     "apache",  # 394
     "apache-cluster",  # 380
-    "apache-groups",  # 396 - 39 (test_group_churn)
+    "apache-groups",  # 396 - 39 (test_group_churn) - 7 (a Java close)
     "tansu-b",  # 347
     "tansu",  # 363 - 18 (test_group_leave's classic session)
     "apache-spark",  # 317 - 8 (the Spark session's JVM on the archive)
