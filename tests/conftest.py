@@ -371,25 +371,26 @@ _APACHE_SIDE_BY_SIDE_MODULES = (
 _SLOW_MODULES = ("test_faults", "test_differential", "test_faststream")
 #: the order xdist hands groups out in (Makefile: --no-loadscope-reorder), longest first: each
 #: worker gets one at the start, then the next whenever two or fewer of its tests are left
-#: (seconds: a whole-suite run on a 2-core machine, 2026-11-28 10:00, less what the changes
-#: of helper-speed measured side by side)
+#: (seconds: the whole-suite run of 2026-11-28 15:00 on the 2-core machine, less what the
+#: changes of helper-suitetime measured: churn in 20 s, Spark's class-data-sharing archive,
+#: the telemetry and JWKS brokers started as the fixtures' are, a 10 s session on Tansu)
 _FIRST = (
-    "apache",  # 530 - 20 (share_consumer's heartbeats and locks)
-    "apache-cluster",  # 507
-    "apache-spark",  # 444: test_spark, test_spark_reference, test_docs_spark
-    "apache-groups",  # 420 + 122 (apache-b's modules) - 128 (KIP-848 heartbeats)
-    "tansu",  # 381
-    "apache-java",  # 373
-    "apache-side-by-side",  # 340 + 110 - 96 (share heartbeats and locks, KIP-848 heartbeats)
+    "apache",  # 394
+    "apache-cluster",  # 380
+    "apache-groups",  # 396 - 39 (test_group_churn) - 7 (a Java close)
     "tansu-b",  # 347
-    "apache-interop",  # 336
-    "apache-spark-cluster",  # 257 and a broker start
-    "noida",  # 166
-    "noida-spark",  # 148
-    "tansu-spark",  # 139
-    "noida-b",  # 134
-    "no-broker",  # 83
-    "apache-gssapi",  # 3
+    "tansu",  # 363 - 18 (test_group_leave's classic session)
+    "apache-spark",  # 317 - 8 (the Spark session's JVM on the archive)
+    "apache-side-by-side",  # 316 - 8 (recorder broker) - 14 (max poll interval) - 25 (Java close)
+    "apache-java",  # 237 - 20 (the JWKS and telemetry brokers)
+    "apache-spark-cluster",  # 226 - 26 (drivers, daemons, executors on the archive)
+    "noida-spark",  # 188 - 8
+    "noida",  # 149
+    "noida-b",  # 140
+    "apache-interop",  # 135
+    "tansu-spark",  # 130 - 8
+    "no-broker",  # 94
+    "apache-gssapi",  # 9 (skips without the gssapi package)
 )
 
 

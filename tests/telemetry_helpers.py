@@ -73,15 +73,20 @@ def recorder_fixture(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     if java_oracle.unavailable_reason() is not None:
         pytest.skip(java_oracle.unavailable_reason())
     build = java_oracle.build()
-    from aiokafka_lite.launchers.apache import ApacheKafka
+    from aiokafka_lite.launchers.apache import QUICK_JVM_OPTIONS, ApacheKafka
 
     path = tmp_path_factory.mktemp("telemetry") / "pushes.tsv"
+    # the oracle's jar rather than its classes directory: a classpath of jars only gets a
+    # class-data-sharing archive (the fixtures' short-lived broker settings, conftest.py)
+    jar = build / java_oracle.JAR
     kafka = ApacheKafka(
-        extra_classpath=[str(build / "classes")],
+        extra_classpath=[str(jar if jar.exists() else build / "classes")],
         extra_config={
             "metric.reporters": "TelemetryRecorder",
             "telemetry.recorder.file": str(path),
         },
+        jvm_options=QUICK_JVM_OPTIONS,
+        class_data_sharing=True,
     )
     kafka.start()
     try:

@@ -35,11 +35,12 @@ def spark() -> Any:
         "java"
     ):
         pytest.skip("no Java runtime (java not on PATH, JAVA_HOME unset): PySpark needs Java 17+")
+    from aiokafka_lite.launchers.spark_cds import stop_session
     from aiokafka_lite.launchers.spark_reference import QUICK_JVM_CONF, spark_session
 
-    session = spark_session("aiokafka_lite-tests", conf=QUICK_JVM_CONF)
+    session = spark_session("aiokafka_lite-tests", conf=QUICK_JVM_CONF, cds_dump=True)
     yield session
-    session.stop()
+    stop_session(session)  # and its JVM, keeping the class-data-sharing archive it wrote
 
 
 def test_spark_guide_jobs(spark: Any, broker: Any) -> None:

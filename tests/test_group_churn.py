@@ -1,6 +1,6 @@
 """Churn (Apache Kafka 4.4), for the eager classic protocol and KIP-848: six aiokafka_lite
-members on a 12-partition topic under a steady stream; for 40 s a member joins or leaves every
-5 s, and one member, in a subprocess, is killed with -9 at the start. Afterwards every record
+members on a 12-partition topic under a steady stream; for 20 s a member joins or leaves every
+2.5 s, and one member, in a subprocess, is killed with -9 at the start. Afterwards every record
 written was read and a record was read again only inside the uncommitted window of the member
 that had it. The longest pause of the members that stayed throughout is printed (and recorded
 as the test's ``longest_pause_s`` property)."""
@@ -23,7 +23,9 @@ from test_group_migration import Ledger, LiteMember, Writer, wait_until
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.timeout(240)]
 
 PARTITIONS = 12
-CHURN_EVERY_S = 5.0
+#: eight steps, one every 2.5 s: a join or a leave lands while the last rebalance may still run
+#: (with 5 s steps the test took twice as long and asserted the same)
+CHURN_EVERY_S = 2.5
 #: the KIP-848 group's session (the group config consumer.session.timeout.ms; Kafka's default is
 #: 45 s): as the classic members' (session_timeout_ms's default), the killed member's partitions
 #: move 10 s after the kill, during the churn, instead of after it
@@ -98,7 +100,8 @@ async def test_churn(
         )
         await members[name].start()
 
-    writer = await Writer(kafka_bootstrap, topic, PARTITIONS, per_second=120).start()
+    # twice the rate the 5 s steps had: as many records (> 2000) in half the churn
+    writer = await Writer(kafka_bootstrap, topic, PARTITIONS, per_second=240).start()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -125,7 +128,7 @@ async def test_churn(
             lambda: any(r[0] > since and r[1] == "killed" for r in ledger.reads),
             "a read of the subprocess member",
         )
-        # the churn: the subprocess member killed, then a join or a leave every 5 s
+        # the churn: the subprocess member killed, then a join or a leave every CHURN_EVERY_S
         t0 = time.monotonic()
         process.send_signal(signal.SIGKILL)
         await process.wait()

@@ -745,7 +745,7 @@ async def test_oidc_signed_tokens_checked_by_the_broker_against_jwks(broker, tmp
     import http.server
     import threading
 
-    from aiokafka_lite.launchers.apache import ApacheKafka
+    from aiokafka_lite.launchers.apache import QUICK_JVM_OPTIONS, ApacheKafka
 
     key, stranger = _RsaKey(tmp_path), _RsaKey(tmp_path)
     issued: list[str] = []
@@ -797,7 +797,10 @@ async def test_oidc_signed_tokens_checked_by_the_broker_against_jwks(broker, tmp
             # Kafka 4.4 requires the audience (and checks the issuer when given)
             "sasl.oauthbearer.expected.audience": "kafka-cluster",
             "sasl.oauthbearer.expected.issuer": base,
-        }
+        },
+        # as the fixtures' brokers (conftest.py): C1 only, the class-data-sharing archive
+        jvm_options=QUICK_JVM_OPTIONS,
+        class_data_sharing=True,
     )
     try:
         await asyncio.get_running_loop().run_in_executor(None, kafka.start)

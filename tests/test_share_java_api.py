@@ -369,49 +369,56 @@ async def test_max_poll_interval_leaves_and_rejoins_as_java(broker, new_topic):
     Ours the same (before: no max poll interval, the member stayed in the group)."""
     await need_java_share_groups(broker)
     config = {"max.poll.interval.ms": "4000"}
-    outcome = {}
     admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
     await admin.start()
+
+    async def scenario(kind: str) -> dict[str, Any]:
+        topic, group = await _fresh(broker, new_topic, [b"first"])
+        if kind == "java":
+            j = java_oracle.ShareApiScript(broker.bootstrap, topic, group, config=config)
+            await asyncio.to_thread(j.start)
+            call, close = (
+                (lambda cmd, j=j: asyncio.to_thread(j.call, cmd)),
+                (lambda j=j: asyncio.to_thread(j.close)),
+            )
+        else:
+            lite = await LiteScript(broker.bootstrap, topic, group, config=config).start()
+            call, close = lite.call, lite.close
+        try:
+            assert _values(await call("poll-until 30000")) == [(b"first", 1)]
+
+            async def members(group: str = group) -> int:
+                return len((await admin.describe_share_groups([group]))[group].members)
+
+            assert await members() == 1
+            idle_since = time.monotonic()
+            sleeping = asyncio.ensure_future(call("sleep 12000"))
+            left_after = None
+            while not sleeping.done():
+                if left_after is None and await members() == 0:
+                    left_after = time.monotonic() - idle_since
+                await asyncio.sleep(0.25)
+            await sleeping
+            await produce_values(broker.bootstrap, topic, [b"later"])
+            again: list[tuple[bytes, int]] = []
+            deadline = time.monotonic() + 30
+            while b"later" not in [v for v, _ in again] and time.monotonic() < deadline:
+                again += _values(await call("poll-until 2000"))
+            return {"left_after": left_after, "again": again, "members": await members()}
+        finally:
+            await close()
+
     try:
-        for kind in ("java", "lite"):
-            topic, group = await _fresh(broker, new_topic, [b"first"])
-            if kind == "java":
-                j = java_oracle.ShareApiScript(broker.bootstrap, topic, group, config=config)
-                await asyncio.to_thread(j.start)
-                call, close = (
-                    (lambda cmd, j=j: asyncio.to_thread(j.call, cmd)),
-                    (lambda j=j: asyncio.to_thread(j.close)),
-                )
-            else:
-                lite = await LiteScript(broker.bootstrap, topic, group, config=config).start()
-                call, close = lite.call, lite.close
-            try:
-                assert _values(await call("poll-until 30000")) == [(b"first", 1)]
-
-                async def members(group: str = group) -> int:
-                    return len((await admin.describe_share_groups([group]))[group].members)
-
-                assert await members() == 1
-                idle_since = time.monotonic()
-                sleeping = asyncio.ensure_future(call("sleep 12000"))
-                left_after = None
-                while not sleeping.done():
-                    if left_after is None and await members() == 0:
-                        left_after = time.monotonic() - idle_since
-                    await asyncio.sleep(0.25)
-                await sleeping
-                await produce_values(broker.bootstrap, topic, [b"later"])
-                again: list[tuple[bytes, int]] = []
-                deadline = time.monotonic() + 30
-                while b"later" not in [v for v, _ in again] and time.monotonic() < deadline:
-                    again += _values(await call("poll-until 2000"))
-                outcome[kind] = {
-                    "left_after": left_after,
-                    "again": again,
-                    "members": await members(),
-                }
-            finally:
-                await close()
+        # Java's member and ours side by side (their own topics and groups): one 12 s idle
+        # for both instead of one after the other
+        kinds = ("java", "lite")
+        runs = [asyncio.ensure_future(scenario(kind)) for kind in kinds]
+        try:
+            outcome = dict(zip(kinds, await asyncio.gather(*runs), strict=True))
+        finally:  # one failed: the other stops too (and closes its member) before the admin
+            for run in runs:
+                run.cancel()
+            await asyncio.gather(*runs, return_exceptions=True)
     finally:
         await admin.close()
     java, lite = outcome["java"], outcome["lite"]

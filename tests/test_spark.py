@@ -42,12 +42,13 @@ def spark() -> Any:
     """A local[2] SparkSession whose Python workers run this interpreter."""
     if not _java_available():
         pytest.skip("no Java runtime (java not on PATH, JAVA_HOME unset): PySpark needs Java 17+")
+    from aiokafka_lite.launchers.spark_cds import stop_session
     from aiokafka_lite.launchers.spark_reference import QUICK_JVM_CONF, spark_session
 
     # the same builder as test_spark_reference.py: one session per process serves both
-    session = spark_session("aiokafka_lite-tests", conf=QUICK_JVM_CONF)
+    session = spark_session("aiokafka_lite-tests", conf=QUICK_JVM_CONF, cds_dump=True)
     yield session
-    session.stop()
+    stop_session(session)  # and its JVM, keeping the class-data-sharing archive it wrote
 
 
 def _reader(spark: Any, bootstrap: str, **options: str) -> Any:

@@ -51,6 +51,7 @@ pytest.importorskip(
 )
 
 from aiokafka_lite.consumer import AIOKafkaConsumer  # noqa: E402
+from aiokafka_lite.launchers.spark_cds import driver_java_options  # noqa: E402
 from aiokafka_lite.launchers.spark_cluster import (  # noqa: E402
     ConnectServer,
     SparkProcessError,
@@ -98,7 +99,8 @@ def spark_setup(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "spark.executor.cores": "1",
         "spark.executor.memory": "512m",
         "spark.cores.max": "2",
-        "spark.executor.extraJavaOptions": EXECUTOR_JAVA_OPTS,
+        # the executors map the drivers' class-data-sharing archive too (same jars, options)
+        "spark.executor.extraJavaOptions": driver_java_options(EXECUTOR_JAVA_OPTS, dump=False),
         # the executors' Python workers import this checkout's aiokafka_lite
         "spark.executorEnv.PYTHONPATH": python_env()["PYTHONPATH"],
     }

@@ -34,6 +34,7 @@ pytest.importorskip(
 )
 
 from aiokafka_lite.launchers import spark_reference as _reference  # noqa: E402
+from aiokafka_lite.launchers.spark_cds import stop_session  # noqa: E402
 from aiokafka_lite.producer import AIOKafkaProducer  # noqa: E402
 
 FORMATS = ("kafka", "aiokafka_lite")
@@ -49,11 +50,13 @@ def spark() -> Any:
         _reference.reference_jars()
     except _reference.ReferenceUnavailable as exc:
         pytest.skip(str(exc))
-    session = _reference.spark_session("aiokafka_lite-tests", conf=_reference.QUICK_JVM_CONF)
+    session = _reference.spark_session(
+        "aiokafka_lite-tests", conf=_reference.QUICK_JVM_CONF, cds_dump=True
+    )
     if not _reference.has_reference(session):
         pytest.skip("the SparkSession was created without Spark's Kafka connector jars")
     yield session
-    session.stop()
+    stop_session(session)  # and its JVM, keeping the class-data-sharing archive it wrote
 
 
 def _load(spark: Any, fmt: str, bootstrap: str, **options: str) -> Any:

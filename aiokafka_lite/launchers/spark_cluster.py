@@ -26,6 +26,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
+from aiokafka_lite.launchers.spark_cds import driver_java_options
+
 __all__ = ["ConnectServer", "SparkProcessError", "StandaloneCluster", "free_port", "python_env"]
 
 #: daemon JVM settings: a small heap, C1-only JIT and the serial GC (a cold JVM starts faster)
@@ -144,7 +146,9 @@ class StandaloneCluster:
     def _spark_class(self, name: str, *args: str) -> _Proc:
         env = python_env()
         env["SPARK_DAEMON_MEMORY"] = "256m"
-        env["SPARK_DAEMON_JAVA_OPTS"] = _DAEMON_JAVA_OPTS
+        # the drivers' class-data-sharing archive, when there is one: the same jars, the same
+        # JVM options (spark_cds)
+        env["SPARK_DAEMON_JAVA_OPTS"] = driver_java_options(_DAEMON_JAVA_OPTS, dump=False)
         env["SPARK_LOG_DIR"] = str(self.dir)
         env["SPARK_LOCAL_DIRS"] = str(self.dir / "local")  # executors' scratch space: ours too
         cmd = [os.path.join(env["SPARK_HOME"], "bin", "spark-class"), *args]
@@ -269,7 +273,7 @@ class ConnectServer:
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "1g",
-            "spark.driver.extraJavaOptions": _DAEMON_JAVA_OPTS,
+            "spark.driver.extraJavaOptions": driver_java_options(_DAEMON_JAVA_OPTS, dump=False),
             "spark.executorEnv.PYTHONPATH": env["PYTHONPATH"],
             "spark.local.dir": str(self.dir / "local"),
             **self.conf,

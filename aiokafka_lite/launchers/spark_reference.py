@@ -136,6 +136,7 @@ def spark_session(
     *,
     reference: bool = True,
     conf: dict[str, str] | None = None,
+    cds_dump: bool = False,
 ) -> Any:
     """A SparkSession with ``aiokafka_lite`` registered and, if ``reference``, ``format("kafka")``.
 
@@ -143,6 +144,10 @@ def spark_session(
     (its directory goes first on the workers' ``PYTHONPATH``). The reference jars are added when
     they resolve; check :func:`has_reference` on the result. One session per process: Spark
     reuses an existing one (``getOrCreate``) and ignores new static settings.
+
+    A new driver JVM maps the drivers' class-data-sharing archive (``spark_cds``) when there is
+    one; with ``cds_dump`` and none yet it writes it, kept when the session ends through
+    :func:`aiokafka_lite.launchers.spark_cds.stop_session`.
     """
     import aiokafka_lite
 
@@ -153,8 +158,10 @@ def spark_session(
     if root not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = root + (os.pathsep + path if path else "")
 
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    from aiokafka_lite.launchers.spark_cds import driver_java_options
     from aiokafka_lite.spark import register
 
     builder = (
@@ -169,7 +176,11 @@ def spark_session(
             builder = builder.config("spark.jars", ",".join(reference_jars()))
         except ReferenceUnavailable:
             pass  # has_reference() says so; callers skip or report
-    for key, value in (conf or {}).items():
+    conf = dict(conf or {})
+    if SparkContext._gateway is None:  # a new JVM: its options apply
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = driver_java_options(options, dump=cds_dump)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
