@@ -91,7 +91,7 @@ class AIOKafkaAdminClient(ShareGroupAdmin, ClusterAdmin, TransactionAdmin):
         self._metrics = ClientMetrics()
         self._client = self._settings.new_client([self._metrics])
         self._telemetry = new_pusher(
-            enable_metrics_push, self._client, lambda: admin_metric_names(self.metrics()), client_id
+            enable_metrics_push, self._client, self.metrics, admin_metric_names, client_id
         )
         self._started = False
         self._closed = False

@@ -26,7 +26,7 @@ from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
 from aiokafka_lite.ops import topics as topic_ops
-from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, TelemetryPusher, consumer_metric_names
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, consumer_metric_names, new_pusher
 from aiokafka_lite.structs import (
     ConsumerRecord,
     OffsetAndTimestamp,
@@ -147,10 +147,8 @@ class AIOKafkaConsumer:
             locals(), allow_auto_topic_creation=allow_auto_create_topics
         )
         self._client = self._settings.new_client(self._hooks)
-        self._telemetry = (
-            TelemetryPusher(self._client, lambda: consumer_metric_names(self.metrics()), client_id)
-            if enable_metrics_push
-            else None
+        self._telemetry = new_pusher(
+            enable_metrics_push, self._client, self.metrics, consumer_metric_names, client_id
         )
         self._group_id = group_id
         self._group_instance_id = group_instance_id
@@ -327,7 +325,8 @@ class AIOKafkaConsumer:
         # as aiokafka: a consumer garbage-collected without stop() is a resource leak
         if not getattr(self, "_closed", True):
             self._closed = True
-            parts = [getattr(self, n, None) for n in ("_coordinator", "_fetcher", "_client")]
+            names = ("_coordinator", "_fetcher", "_telemetry", "_client")
+            parts = [getattr(self, n, None) for n in names]
             report_unclosed(self, "consumer", parts, getattr(self, "_client", None), _warn)
 
     async def __aexit__(self, *exc: object) -> None:

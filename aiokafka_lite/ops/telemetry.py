@@ -23,6 +23,7 @@ import logging
 import random
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -230,11 +231,23 @@ CLOSE_TIMEOUT_S = 2.0
 def new_pusher(
     enabled: bool,
     client: KafkaClient,
-    metrics: Callable[[], Mapping[str, tuple[float, bool]]],
+    metrics: Callable[[], Mapping[str, Any]],
+    names: Callable[[Mapping[str, Any]], dict[str, tuple[float, bool]]],
     client_id: str,
 ) -> TelemetryPusher | None:
-    """The client's :class:`TelemetryPusher` (``enable_metrics_push``), or None."""
-    return TelemetryPusher(client, metrics, client_id) if enabled else None
+    """The client's :class:`TelemetryPusher` (``enable_metrics_push``), or None: it pushes
+    ``names(metrics())``, ``metrics`` being the client's bound ``metrics`` method, held weakly
+    so the loop's task does not keep a client dropped without ``stop()`` alive (aiokafka's
+    clients are collected at once, warn "Unclosed ..." and release their tasks)."""
+    if not enabled:
+        return None
+    ref = weakref.WeakMethod(metrics)
+
+    def snapshot() -> dict[str, tuple[float, bool]]:
+        bound = ref()
+        return {} if bound is None else names(bound())
+
+    return TelemetryPusher(client, snapshot, client_id)
 
 
 class TelemetryPusher:

@@ -25,7 +25,7 @@ from aiokafka_lite import errors as Errors
 from aiokafka_lite._metrics import ClientMetrics
 from aiokafka_lite._settings import ClientSettings, report_unclosed, warn_ignored_arguments
 from aiokafka_lite.hooks import ClientInfo, HookSet
-from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, TelemetryPusher, producer_metric_names
+from aiokafka_lite.ops.telemetry import CLOSE_TIMEOUT_S, new_pusher, producer_metric_names
 from aiokafka_lite.producer.accumulator import Accumulator
 from aiokafka_lite.producer.append import RecordAppender
 from aiokafka_lite.producer.arrow import send_table
@@ -127,10 +127,8 @@ class AIOKafkaProducer:
         self._h_send = self._hooks.on_send
         self._settings = ClientSettings.of(locals())
         self.client = self._settings.new_client(self._hooks)
-        self._telemetry = (
-            TelemetryPusher(self.client, lambda: producer_metric_names(self.metrics()), client_id)
-            if enable_metrics_push
-            else None
+        self._telemetry = new_pusher(
+            enable_metrics_push, self.client, self.metrics, producer_metric_names, client_id
         )
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
@@ -306,9 +304,8 @@ class AIOKafkaProducer:
         if not getattr(self, "_closed", True):
             self._closed = True
             client = getattr(self, "client", None)
-            report_unclosed(
-                self, "producer", (getattr(self, "_sender", None), client), client, _warn
-            )
+            parts = (getattr(self, "_sender", None), getattr(self, "_telemetry", None), client)
+            report_unclosed(self, "producer", parts, client, _warn)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()

@@ -131,7 +131,7 @@ class AIOKafkaShareConsumer:
             self._hooks
         )
         self._telemetry = new_pusher(
-            enable_metrics_push, self._client, lambda: share_metric_names(self.metrics()), client_id
+            enable_metrics_push, self._client, self.metrics, share_metric_names, client_id
         )
         self._group_id = group_id
         self._explicit = acknowledgement_mode == "explicit"
