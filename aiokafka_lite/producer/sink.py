@@ -5,8 +5,8 @@ node leads (moving a queue to another sink when its leader changes). :meth:`Sink
 only place a Produce request is built and written: it takes the head batch of each of its
 queues that may go now, up to ``max_request_size``, into ONE request, and writes it from the
 call that drained it (``send_nowait``: the response completes the batches from the
-connection's ``data_received``, no task in between), or, when the connection has no free slot
-or acks=0, from one task that awaits the send. The outcome goes back to the partition queues
+connection's read callback ``buffer_updated``, no task in between), or, when the connection
+has no free slot or acks=0, from one task that awaits the send. The outcome goes back to the partition queues
 (complete, retry in sequence order, fail), then the sender drains again.
 """
 
