@@ -125,20 +125,21 @@ def push_request(sub: Subscription, payload: bytes, terminating: bool) -> Any:
 
 #: the consumer's metrics by Java group (KIP-714 names are ``org.apache.kafka.`` + the group
 #: without ``-metrics`` + the metric name, dashes as dots)
+#: the fetch metrics the consumer's and the share consumer's fetch managers both have
+_FETCH_MANAGER = (
+    "fetch-total",
+    "fetch-rate",
+    "fetch-latency-avg",
+    "fetch-latency-max",
+    "records-consumed-total",
+    "records-consumed-rate",
+    "bytes-consumed-total",
+    "bytes-consumed-rate",
+    "records-per-request-avg",
+    "fetch-size-avg",
+)
 _CONSUMER_GROUPS = {
-    "fetch.manager": (
-        "fetch-total",
-        "fetch-rate",
-        "fetch-latency-avg",
-        "fetch-latency-max",
-        "records-consumed-total",
-        "records-consumed-rate",
-        "bytes-consumed-total",
-        "bytes-consumed-rate",
-        "records-per-request-avg",
-        "fetch-size-avg",
-        "records-lag-max",
-    ),
+    "fetch.manager": (*_FETCH_MANAGER, "records-lag-max"),
     "coordinator": (
         "commit-total",
         "commit-error-total",
@@ -190,16 +191,7 @@ def _grouped(
 #: ``consumer-share-coordinator-metrics``); the others are the common ``consumer-metrics``
 _SHARE_GROUPS = {
     "share.fetch.manager": (
-        "fetch-total",
-        "fetch-rate",
-        "fetch-latency-avg",
-        "fetch-latency-max",
-        "records-consumed-total",
-        "records-consumed-rate",
-        "bytes-consumed-total",
-        "bytes-consumed-rate",
-        "records-per-request-avg",
-        "fetch-size-avg",
+        *_FETCH_MANAGER,
         "acknowledgements-send-total",
         "acknowledgements-send-rate",
         "acknowledgements-error-total",
