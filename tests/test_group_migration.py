@@ -21,6 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from cluster_helpers import wait_until as wait_async
 from java_oracle import GroupMember, unavailable_reason
 from share_helpers import alter_group_configs
 
@@ -339,16 +340,18 @@ async def test_live_group_moves_between_protocols(
         assert group in {g.group_id for g in listed}
         listed = await admin.list_groups(group_types=[start])
         assert group not in {g.group_id for g in listed}
+
         # the members hold their split; the broker calls the group Stable once every member
         # has acknowledged its target epoch (a heartbeat later under KIP-848): wait for that
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE_S
-        while True:
+        seen: list[Any] = []  # the last description
+
+        async def stable() -> bool:
             [resp] = await admin.describe_consumer_groups([group])
-            [described] = resp.groups
-            if described.state == "Stable" or loop.time() > deadline:
-                break
-            await asyncio.sleep(0.5)
+            seen[:] = resp.groups
+            return bool(seen[0].state == "Stable")
+
+        await wait_async("the broker's Stable", stable, SETTLE_S)
+        [described] = seen
         assert described.state == "Stable", described
         assert len(described.members) == 3
         assert not any(e["event"] == "lost" for j in ledger.java for e in j.events)

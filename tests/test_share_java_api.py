@@ -196,6 +196,21 @@ async def _both(broker, new_topic, values, scenario, **options) -> dict[str, Any
     return out
 
 
+async def _script(kind: str, bootstrap: str, topic: str, group: str, **options: Any) -> Any:
+    """A started Java (``kind == "java"``) or lite member script: ``(member, call, close)``,
+    ``call(cmd)`` and ``close()`` awaitable for both."""
+    if kind == "java":
+        j = java_oracle.ShareApiScript(bootstrap, topic, group, **options)
+        await asyncio.to_thread(j.start)
+        return (
+            j,
+            lambda cmd: asyncio.to_thread(j.call, cmd),
+            lambda: asyncio.to_thread(j.close),
+        )
+    lite = await LiteScript(bootstrap, topic, group, **options).start()
+    return lite, lite.call, lite.close
+
+
 def _values(reply: dict[str, Any]) -> list[tuple[bytes, int]]:
     assert reply["error"] is None, reply
     return [(r["value"], r["delivery_count"]) for r in reply["records"]]
@@ -374,16 +389,7 @@ async def test_max_poll_interval_leaves_and_rejoins_as_java(broker, new_topic):
 
     async def scenario(kind: str) -> dict[str, Any]:
         topic, group = await _fresh(broker, new_topic, [b"first"])
-        if kind == "java":
-            j = java_oracle.ShareApiScript(broker.bootstrap, topic, group, config=config)
-            await asyncio.to_thread(j.start)
-            call, close = (
-                (lambda cmd, j=j: asyncio.to_thread(j.call, cmd)),
-                (lambda j=j: asyncio.to_thread(j.close)),
-            )
-        else:
-            lite = await LiteScript(broker.bootstrap, topic, group, config=config).start()
-            call, close = lite.call, lite.close
+        _, call, close = await _script(kind, broker.bootstrap, topic, group, config=config)
         try:
             assert _values(await call("poll-until 30000")) == [(b"first", 1)]
 
@@ -445,16 +451,7 @@ async def test_renew_refused_by_a_broker_without_it(broker, new_topic):
             )
         for kind in ("java", "lite"):
             topic, group = await _fresh(broker, new_topic, [b"a"])
-            if kind == "java":
-                j = java_oracle.ShareApiScript(proxy.bootstrap, topic, group, config=config)
-                await asyncio.to_thread(j.start)
-                call, close = (
-                    (lambda cmd, j=j: asyncio.to_thread(j.call, cmd)),
-                    (lambda j=j: asyncio.to_thread(j.close)),
-                )
-            else:
-                lite = await LiteScript(proxy.bootstrap, topic, group, config=config).start()
-                call, close = lite.call, lite.close
+            j, call, close = await _script(kind, proxy.bootstrap, topic, group, config=config)
             try:
                 polled = await call("poll-until 60000")
                 if polled["error"] is not None or not polled["records"]:
@@ -479,7 +476,7 @@ async def test_renew_refused_by_a_broker_without_it(broker, new_topic):
                 }
             finally:
                 await close()
-            outcome[kind + "_callbacks"] = j.callbacks if kind == "java" else lite.callbacks
+            outcome[kind + "_callbacks"] = j.callbacks
     java, lite = outcome["java"], outcome["lite"]
     assert java["first"] == [(b"a", 1)] and java["renew"] is None, outcome
     assert java["after"] is None and java["after_records"] == [], outcome
@@ -506,16 +503,7 @@ async def test_a_fenced_member_joins_again_as_java(broker, new_topic, code):
     async with FaultProxy(broker.bootstrap) as proxy:
         for kind in ("java", "lite"):
             topic, group = await _fresh(broker, new_topic, [b"a%d" % i for i in range(5)])
-            if kind == "java":
-                j = java_oracle.ShareApiScript(proxy.bootstrap, topic, group)
-                await asyncio.to_thread(j.start)
-                call, close = (
-                    (lambda cmd, j=j: asyncio.to_thread(j.call, cmd)),
-                    (lambda j=j: asyncio.to_thread(j.close)),
-                )
-            else:
-                lite = await LiteScript(proxy.bootstrap, topic, group).start()
-                call, close = lite.call, lite.close
+            _, call, close = await _script(kind, proxy.bootstrap, topic, group)
             try:
                 first = _values(await call("poll-until 60000"))
                 commit1 = (await call("commit-sync"))["results"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import java_oracle
 import pytest
+from cluster_helpers import wait_until
 
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.admin import AbortTransactionSpec, AIOKafkaAdminClient
@@ -128,16 +129,22 @@ async def test_transaction_admin_beside_java(broker: Any, new_topic: Any) -> Non
         async with AIOKafkaAdminClient(bootstrap_servers=bootstrap) as admin:
             before = await admin.describe_transactions(ids)
             pid = {t: before[t].producer_id for t in ids}
-            ours = await _our_view(admin, ids, partitions, pattern=pattern, producer_id=pid[a])
-            (theirs,) = await asyncio.to_thread(
-                java_oracle.txn_admin,
-                bootstrap,
-                ids,
-                java_parts,
-                pattern=pattern,
-                producer_id=pid[a],
-            )
-            assert ours == _java_view(theirs)
+
+            async def both_views() -> tuple[dict[str, Any], dict[str, Any]]:
+                """Our admin's view, then Java's, shaped alike."""
+                ours = await _our_view(admin, ids, partitions, pattern=pattern, producer_id=pid[a])
+                (theirs,) = await asyncio.to_thread(
+                    java_oracle.txn_admin,
+                    bootstrap,
+                    ids,
+                    java_parts,
+                    pattern=pattern,
+                    producer_id=pid[a],
+                )
+                return ours, _java_view(theirs)
+
+            ours, theirs = await both_views()
+            assert ours == theirs
             # the open transactions as both clients see them
             assert {row[0]: row[2] for row in ours["ongoing"]} == dict.fromkeys(ids, "Ongoing")
             assert [row[0] for row in ours["by_producer"]] == [a]
@@ -181,26 +188,13 @@ async def test_transaction_admin_beside_java(broker: Any, new_topic: Any) -> Non
 
             # the fences' aborts finish with their markers (PrepareAbort, then CompleteAbort):
             # both views are taken once the coordinator is done, bounded apart from the checks
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while any(
-                d.state.startswith("Prepare")
-                for d in (await admin.describe_transactions(ids)).values()
-            ):
-                assert loop.time() < deadline, "the fences' aborts did not complete within 30 s"
-                await asyncio.sleep(0.2)
-            final_ours = await _our_view(
-                admin, ids, partitions, pattern=pattern, producer_id=pid[a]
-            )
-            (final_theirs,) = await asyncio.to_thread(
-                java_oracle.txn_admin,
-                bootstrap,
-                ids,
-                java_parts,
-                pattern=pattern,
-                producer_id=pid[a],
-            )
-            assert final_ours == _java_view(final_theirs)
+            async def aborts_done() -> bool:
+                described = await admin.describe_transactions(ids)
+                return not any(d.state.startswith("Prepare") for d in described.values())
+
+            await wait_until("the fences' aborts completed", aborts_done, 30)
+            final_ours, final_theirs = await both_views()
+            assert final_ours == final_theirs
             da, db = final_ours["describe"][a], final_ours["describe"][b]
             assert da["state"] == db["state"] != "Ongoing"
             assert da["producer_epoch"] - before[a].producer_epoch == (
