@@ -47,9 +47,7 @@ class Session:
         "peer",
         "pending",
         "_next_corr",
-        "_parts",
-        "_have",
-        "_need",
+        "_head",
         "_recv",
         "_frame",
         "_frame_view",
@@ -62,16 +60,12 @@ class Session:
         self.peer = peer  # "host:port", for error messages
         self.pending: dict[int, Any] = {}
         self._next_corr = 0
-        # the start of a frame not yet complete: its chunks as received (joined once, when the
-        # frame is complete: one copy of a large response), their total size, and the frame's
-        # whole size with its 4-byte prefix (0 while the prefix itself is incomplete)
-        self._parts: list[Any] = []
-        self._have = 0
-        self._need = 0
-        # the buffered read path (get_buffer/received): a receive buffer the transport reads
-        # small frames into, and the payload of an incomplete frame, which the transport then
+        # the reads (get_buffer/received): a receive buffer the transport reads into, reused;
+        # the first bytes of a size prefix cut by a read (fewer than 4); and the payload of a
+        # frame whose size is known but whose bytes are not all in, which the transport then
         # reads into directly (no chunk per read, no join) until `_fpos` reaches its end
         self._recv: memoryview | None = None
+        self._head = b""
         self._frame: bytearray | None = None
         self._frame_view: memoryview | None = None
         self._fpos = 0
@@ -81,7 +75,7 @@ class Session:
         """Bytes of an incomplete frame received so far."""
         if self._frame is not None:
             return 4 + self._fpos
-        return self._have
+        return len(self._head)
 
     def get_buffer(self) -> memoryview:
         """Where the next read goes (an ``asyncio.BufferedProtocol``'s ``get_buffer``): the
@@ -96,10 +90,14 @@ class Session:
         return recv
 
     def received(self, nbytes: int) -> Iterator[tuple[int, Any, bytes]]:
-        """As :meth:`responses`, for ``nbytes`` just read into :meth:`get_buffer`. A frame
-        that does not arrive whole gets a buffer of its size once its size prefix is in, and
-        is read into it (a large Fetch response is copied by the kernel only: no chunks, no
-        join); its payload is then a ``bytearray``."""
+        """``(correlation id, entry, payload)`` for each response frame completed by the
+        ``nbytes`` just read into :meth:`get_buffer`, its entry taken out of the pending table.
+        A frame that does not arrive whole gets a buffer of its size once its size prefix is
+        in, and is read into it (a large Fetch response is copied by the kernel only: no
+        chunks, no join); its payload is then a ``bytearray``. A frame size outside
+        ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is allocated,
+        and a correlation id matching no pending request ``CorrelationIdError``. Stopping the
+        iteration early drops what was not yet yielded (the stream is closing)."""
         frame = self._frame
         if frame is not None:
             self._fpos += nbytes
@@ -109,50 +107,10 @@ class Session:
             yield self._answer(frame)  # type: ignore[arg-type]
             return
         assert self._recv is not None
-        yield from self.responses(self._recv[:nbytes].tobytes(), True)
-
-    def frame(self, request: Any, version: int) -> tuple[int, bytearray]:
-        """``request`` encoded as a frame under the next correlation id: ``(id, frame)``.
-        The id is used up only when encoding succeeds."""
-        corr = self._next_corr
-        frame = encode_request(request, version, corr, self.client_id)
-        self._next_corr = (corr + 1) & 0x7FFFFFFF
-        return corr, frame
-
-    def responses(self, data: bytes, direct: bool = False) -> Iterator[tuple[int, Any, bytes]]:
-        """``(correlation id, entry, payload)`` for each complete response frame in ``data``
-        and the bytes kept from earlier calls, its entry taken out of the pending table; an
-        incomplete tail is kept for the next call. A frame size outside
-        ``4..max_response_size`` raises ``KafkaProtocolError`` before anything is read, and a
-        correlation id matching no pending request ``CorrelationIdError``. Stopping the
-        iteration early drops what was not yet yielded (the stream is closing). ``direct``
-        (from :meth:`received`): an incomplete frame whose size is known goes into a buffer of
-        its size, which :meth:`get_buffer` then hands to the transport."""
-        parts = self._parts
-        if parts:
-            parts.append(data)
-            have = self._have + len(data)
-            need = self._need
-            if need and have < need:
-                self._have = have
-                return
-            if not need:  # the size prefix was incomplete (a few bytes): parsed below
-                if have < 4:
-                    self._have = have
-                    return
-                data = b"".join(parts)
-            else:  # the frame is complete: its payload in one copy
-                last = parts[-1]
-                extra = have - need  # bytes of the next frames, at the end of `last`
-                if extra:
-                    parts[-1] = memoryview(last)[: len(last) - extra]
-                parts[0] = memoryview(parts[0])[4:]
-                payload = b"".join(parts)
-                data = last[len(last) - extra :] if extra else b""
-            parts.clear()
-            self._have = self._need = 0
-            if need:
-                yield self._answer(payload)
+        data = self._recv[:nbytes].tobytes()
+        if self._head:  # a size prefix cut by the last read
+            data = self._head + data
+            self._head = b""
         end = len(data)
         pos = 0
         unpack = _I32.unpack_from
@@ -164,7 +122,7 @@ class Session:
                     f"4..{self.max_response_size} (max_response_size)"
                 )
             stop = pos + 4 + size
-            if stop > end and direct:  # read the rest straight into the frame's buffer
+            if stop > end:  # the rest is read straight into the frame's buffer
                 frame = self._frame = bytearray(size)
                 got = end - pos - 4
                 if got:
@@ -172,17 +130,19 @@ class Session:
                 self._fpos = got
                 self._frame_view = memoryview(frame)
                 return
-            if stop > end:  # kept (the prefix in the first chunk) until the frame is complete
-                parts.append(memoryview(data)[pos:] if pos else data)
-                self._have = end - pos
-                self._need = 4 + size
-                return
             payload = data[pos + 4 : stop]
             pos = stop
             yield self._answer(payload)
         if pos < end:
-            parts.append(data[pos:])
-            self._have = end - pos
+            self._head = data[pos:]
+
+    def frame(self, request: Any, version: int) -> tuple[int, bytearray]:
+        """``request`` encoded as a frame under the next correlation id: ``(id, frame)``.
+        The id is used up only when encoding succeeds."""
+        corr = self._next_corr
+        frame = encode_request(request, version, corr, self.client_id)
+        self._next_corr = (corr + 1) & 0x7FFFFFFF
+        return corr, frame
 
     def _answer(self, payload: bytes) -> tuple[int, Any, bytes]:
         (corr,) = _I32.unpack_from(payload)
@@ -197,8 +157,7 @@ class Session:
     def reset(self) -> dict[int, Any]:
         """Forget the stream (it closed): the pending entries, handed back, and the buffer."""
         pending, self.pending = self.pending, {}
-        self._parts = []
-        self._have = self._need = 0
+        self._head = b""
         self._frame = self._frame_view = None
         self._fpos = 0
         return pending
