@@ -12,6 +12,7 @@ import pytest
 from aiokafka_lite import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka_lite import errors as Errors
 from aiokafka_lite.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka_lite.ops import topics as topic_ops
 from aiokafka_lite.protocol import messages as m
 from tests import java_oracle
 
@@ -31,14 +32,24 @@ async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 READY_S = 90.0
 
 
+async def _topic_id(admin: AIOKafkaAdminClient, topic: str) -> Any:
+    """``topic``'s id in a fresh Metadata answer (no auto-creation); None while it is gone."""
+    resp = await topic_ops.metadata(admin._client, None)
+    return next((t.topic_id for t in resp.topics if t.name == topic), None)
+
+
 async def _recreate(bootstrap: str, topic: str) -> None:
     """Delete ``topic``, wait until the metadata no longer has it, create it again."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
+        old_id = await _topic_id(admin, topic)
         await admin.delete_topics([topic])
         deadline = time.monotonic() + READY_S
-        while topic in await admin.list_topics():
+        # gone from the metadata, or back already under a new id: a client's metadata request
+        # auto-created it again (the broker's auto.create.topics.enable), which under load can
+        # happen between two looks, every time
+        while await _topic_id(admin, topic) == old_id:
             assert time.monotonic() < deadline, "the topic was not deleted within READY_S (90 s)"
             await asyncio.sleep(0.1)
         deadline = time.monotonic() + READY_S
